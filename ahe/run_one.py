@@ -3,31 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Iterator
 
 from rich.console import Console
 
 from ahe.errors import AheError
+from ahe.testing.endpoint import mock_endpoint
 from ahe.llm.types import RoleConfig
-
-
-@contextlib.contextmanager
-def mock_endpoint(policy_file: Path | None) -> Iterator[str | None]:
-    """Start the scripted MOCK model server for the duration of the block, if asked to."""
-    if policy_file is None:
-        yield None
-        return
-    from ahe.testing import MockLLMServer, load_policy
-
-    server = MockLLMServer(load_policy(policy_file))
-    try:
-        yield server.start()
-    finally:
-        server.stop()
 
 
 def run_one(

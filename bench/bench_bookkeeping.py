@@ -70,7 +70,8 @@ class SyntheticExecutor:
         from ahe.llm.types import Usage
         from ahe.rollout.models import TrialResult
         from ahe.rollout.trial import RESULT_FILE
-        from ahe.runtime.trace import atomic_write_json, now_iso
+        from ahe.runtime.trace import now_iso
+        from ahe.io import atomic_write_json
 
         out = []
         for spec in specs:
@@ -101,7 +102,7 @@ def setup(root: Path, n_tasks: int, k: int) -> dict[str, Any]:
     from ahe.evolution import loop as loop_mod
     from ahe.evolution.loop import EvolutionLoop
     from ahe.evolution.records import LoopState
-    from evolve_agent.manifest import ChangeEntry, Manifest, write_manifest
+    from ahe.harness.manifest import ChangeEntry, Manifest, write_manifest
 
     tasks_dir = root / "tasks"
     tasks = make_tasks(tasks_dir, n_tasks)
@@ -143,7 +144,7 @@ def setup(root: Path, n_tasks: int, k: int) -> dict[str, Any]:
 def _rewrite_iteration_results(lp: Any, it: int, outcomes: dict[str, list[bool]], k: int) -> None:
     from ahe.rollout.metrics import summarize
     from ahe.rollout.models import TrialResult
-    from ahe.runtime.trace import atomic_write_json
+    from ahe.io import atomic_write_json
 
     results = [TrialResult(task=t, trial=i + 1, passed=p, reward=float(p)) for t, v in outcomes.items() for i, p in enumerate(v)]
     atomic_write_json(lp.run.iteration(it) / "results.json", json.loads(summarize(results, k=k).model_dump_json()))
@@ -160,7 +161,7 @@ def _patch_executor(loop_mod: Any, executor: SyntheticExecutor) -> None:
 
 def evolve_git(repo: Any, it: int, tasks: list[str], n_changes: int) -> list[Any]:
     """The git operations of an evolve phase that records `n_changes` changes."""
-    from evolve_agent.manifest import ChangeEntry
+    from ahe.harness.manifest import ChangeEntry
 
     base = repo.head()
     changes = []

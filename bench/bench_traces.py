@@ -84,7 +84,8 @@ KINDS = ["ok"] * 9 + ["error"] * 3 + ["repeat"] * 3 + ["progress", "ansi", "base
 
 def make_iteration(out: Path, *, tasks: int, trials: int, turns: int, seed: int = 7) -> dict[str, Any]:
     """rollouts/<task>/trial-<n>/{trajectory.json, events.jsonl, result.json} via the runtime's writers."""
-    from ahe.runtime.trace import EventLog, TrajectoryWriter, atomic_write_json
+    from ahe.runtime.trace import EventLog, TrajectoryWriter
+    from ahe.io import atomic_write_json
 
     rng = random.Random(seed)
     system = "You are a software engineer working alone in a terminal.\n" + _log(random.Random(1), 2500)

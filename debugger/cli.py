@@ -30,7 +30,7 @@ def run_debug_command(*, iteration: Path | None, traces: Path | None, fmt: str, 
                       previous: Path | None, model: str | None, base_url: str | None, mock_policy: Path | None,
                       concurrency: int, no_agent: bool, max_turns: int | None, max_tokens: int | None,
                       timeout: float | None, json_out: bool) -> int:
-    from ahe.run_one import mock_endpoint
+    from ahe.testing.endpoint import mock_endpoint
     from debugger.agent import DebugLimits
     from debugger.phase import run_debug_phase
 

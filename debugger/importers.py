@@ -21,24 +21,18 @@ split at `__`). A file named trajectory.json (or trace/messages.json) takes its 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from ahe.errors import AheError
-from ahe.runtime.trace import ATIF_VERSION, atomic_write_json
-from debugger.nexau import _args, nexau_to_atif
-from debugger.render import content_text
+from ahe.runtime.trace import ATIF_VERSION
+from ahe.io import atomic_write_json
+from debugger.nexau import nexau_to_atif, tool_arguments
+from debugger.render import content_text, safe_name
 
 FORMATS = ("atif", "nexau", "openai")
 GENERIC = {"trajectory", "trace", "traces", "messages", "conversation", "dump", "spans"}
 SIDECAR_SKIP = {"result", "results", "events", "import", "config", "metadata"}
-
-
-def safe_name(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
-    s = s or "trace"
-    return ("x" + s) if s.startswith("_") else s
 
 
 def _place(src: Path, f: Path) -> tuple[str, str]:
@@ -130,11 +124,11 @@ def openai_to_atif(messages: list[dict[str, Any]], *, name: str = "openai") -> d
             for i, tc in enumerate(m.get("tool_calls") or ()):
                 fn = (tc.get("function") if isinstance(tc, dict) else None) or {}
                 cid = str((tc or {}).get("id") or f"call_{len(steps) + 1}_{i}")
-                calls.append({"tool_call_id": cid, "function_name": str(fn.get("name") or "?"), "arguments": _args(fn.get("arguments"))})
+                calls.append({"tool_call_id": cid, "function_name": str(fn.get("name") or "?"), "arguments": tool_arguments(fn.get("arguments"))})
             if isinstance(m.get("function_call"), dict):  # the legacy single-function form
                 fc = m["function_call"]
                 calls.append({"tool_call_id": f"call_{len(steps) + 1}_fn", "function_name": str(fc.get("name") or "?"),
-                              "arguments": _args(fc.get("arguments"))})
+                              "arguments": tool_arguments(fc.get("arguments"))})
             if calls:
                 step["tool_calls"] = calls
                 for c in calls:

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from ahe.runtime.trace import ATIF_VERSION
-from debugger.render import content_text
+from debugger.render import content_text, safe_name
 
 _USER_KEYS = ("message", "query", "user_message", "input", "task", "prompt", "instruction")
 _FINAL_KEYS = ("result", "response", "final_answer", "output", "message", "answer")
@@ -42,7 +42,8 @@ def _first_str(d: Any, keys: tuple[str, ...]) -> str | None:
     return None
 
 
-def _args(raw: Any) -> Any:
+def tool_arguments(raw: Any) -> Any:
+    """Tool-call arguments as a dict, whatever form the trace stored them in."""
     if isinstance(raw, dict):
         return raw
     if isinstance(raw, str):
@@ -71,7 +72,7 @@ def _response(out: Any) -> tuple[str, str | None, list[dict[str, Any]], dict[str
         for i, tc in enumerate(msg.get("tool_calls") or ()):
             fn = tc.get("function") or {}
             calls.append({"tool_call_id": str(tc.get("id") or f"call_{i}"), "function_name": str(fn.get("name") or "?"),
-                          "arguments": _args(fn.get("arguments"))})
+                          "arguments": tool_arguments(fn.get("arguments"))})
         return text, reasoning if isinstance(reasoning, str) else None, calls, usage, model
     content = out.get("content")
     if isinstance(content, list):  # Anthropic content blocks
@@ -85,7 +86,7 @@ def _response(out: Any) -> tuple[str, str | None, list[dict[str, Any]], dict[str
                 reasoning = str(b.get("thinking") or "")
             elif b.get("type") == "tool_use":
                 calls.append({"tool_call_id": str(b.get("id") or f"toolu_{len(calls)}"), "function_name": str(b.get("name") or "?"),
-                              "arguments": _args(b.get("input"))})
+                              "arguments": tool_arguments(b.get("input"))})
         return "\n".join(texts), reasoning, calls, usage, model
     text = content if isinstance(content, str) else (_first_str(out, ("result", "response", "text")) or "")
     for i, tc in enumerate(out.get("tool_calls") or ()):
@@ -94,7 +95,7 @@ def _response(out: Any) -> tuple[str, str | None, list[dict[str, Any]], dict[str
         fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
         calls.append({"tool_call_id": str(tc.get("id") or tc.get("tool_call_id") or f"call_{i}"),
                       "function_name": str(fn.get("name") or fn.get("tool_name") or "?"),
-                      "arguments": _args(fn.get("arguments") if "arguments" in fn else fn.get("parameters"))})
+                      "arguments": tool_arguments(fn.get("arguments") if "arguments" in fn else fn.get("parameters"))})
     reasoning = out.get("reasoning_content") if isinstance(out.get("reasoning_content"), str) else None
     return text, reasoning, calls, usage, model
 
@@ -211,7 +212,7 @@ class _Converter:
         if not cid or not any(c["tool_call_id"] == cid for c in calls):
             self.tool_n += 1
             cid = str(cid or f"tool_{self.tool_n}")
-            calls.append({"tool_call_id": cid, "function_name": name, "arguments": _args(params)})
+            calls.append({"tool_call_id": cid, "function_name": name, "arguments": tool_arguments(params)})
         outputs = span.get("outputs")
         result = outputs.get("result", outputs) if isinstance(outputs, dict) else outputs
         is_error = bool(span.get("error")) or (isinstance(result, dict) and result.get("status") == "error")
@@ -224,8 +225,6 @@ class _Converter:
             self.visit(child)
 
     def sub_agent(self, span: dict[str, Any]) -> None:
-        from debugger.importers import safe_name
-
         traj, nested = nexau_to_atif(span)
         name = str(span.get("name") or "sub-agent").removeprefix("Agent: ").strip() or "sub-agent"
         self.subs.append((name, traj, nested))

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from ahe.errors import AheError
 from ahe.llm.types import RoleConfig
 from ahe.llm.usage import UsageLedger
-from ahe.runtime.trace import atomic_write_json, atomic_write_text
+from ahe.io import atomic_write_json, atomic_write_text
 from debugger.agent import AGGREGATOR, DebugLimits, analyse_task, analysis_order, load_debugger
 from debugger.clean import CleanConfig
 from debugger.corpus import build_corpus

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 
@@ -108,3 +109,9 @@ def natural_key(name: str) -> tuple:
     if word:
         out.append((1, word))
     return tuple(out)
+
+
+def safe_name(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")
+    s = s or "trace"
+    return ("x" + s) if s.startswith("_") else s

@@ -3,10 +3,10 @@
 Public API:
 - `run_evolve_phase(...)`, `EvolveLimits` — one evolve phase for the loop (evolve_agent.phase);
 - `run_gate(...)`, `Gate` — the validation gate (evolve_agent.gate);
-- `ChangeEntry`, `Evidence`, `Manifest` — the manifest schema (evolve_agent.manifest);
+- `ChangeEntry`, `Evidence`, `Manifest` — the manifest schema, re-exported from ahe.harness.manifest;
 - `LeakIndex` — the leakage lint; `smoke_check`, `smoke_policy` — smoke sessions.
 
-Imports are lazy so that `evolve_agent.manifest` (used by ahe.evolution) stays cheap.
+Imports are lazy so that importing one part does not load the agent's runtime.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from evolve_agent.context import EvolveLimits
     from evolve_agent.gate import Gate, run_gate
     from evolve_agent.leakage import LeakIndex
-    from evolve_agent.manifest import ChangeEntry, Evidence, Manifest
+    from ahe.harness.manifest import ChangeEntry, Evidence, Manifest
     from evolve_agent.phase import WORKSPACE, run_evolve_phase
     from evolve_agent.smoke import smoke_check, smoke_policy
 
@@ -26,9 +26,9 @@ _EXPORTS = {
     "Gate": "evolve_agent.gate",
     "run_gate": "evolve_agent.gate",
     "LeakIndex": "evolve_agent.leakage",
-    "ChangeEntry": "evolve_agent.manifest",
-    "Evidence": "evolve_agent.manifest",
-    "Manifest": "evolve_agent.manifest",
+    "ChangeEntry": "ahe.harness.manifest",
+    "Evidence": "ahe.harness.manifest",
+    "Manifest": "ahe.harness.manifest",
     "WORKSPACE": "evolve_agent.phase",
     "run_evolve_phase": "evolve_agent.phase",
     "smoke_check": "evolve_agent.smoke",

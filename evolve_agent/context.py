@@ -9,9 +9,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ahe.evolution.repo import HarnessRepo
+from ahe.harness.repo import HarnessRepo
 from evolve_agent.confine import Confinement
-from evolve_agent.manifest import ChangeEntry, Manifest, Refusal, write_manifest
+from ahe.harness.manifest import ChangeEntry, Manifest, Refusal, write_manifest
 from evolve_agent.protected import BaseSnapshot
 
 STATE_KEY = "evolve"

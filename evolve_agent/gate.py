@@ -29,10 +29,10 @@ from typing import Awaitable, Callable
 
 import git
 
-from ahe.evolution.repo import IDENTITY, HarnessRepo
+from ahe.harness.repo import IDENTITY, HarnessRepo
 from evolve_agent.context import discard_all
 from evolve_agent.leakage import LeakIndex, added_lines
-from evolve_agent.manifest import ChangeEntry, Manifest
+from ahe.harness.manifest import ChangeEntry, Manifest
 from evolve_agent.protected import BaseSnapshot
 from evolve_agent.smoke import smoke_check
 from evolve_agent.tools_impl import _purge_pycache, load_problem

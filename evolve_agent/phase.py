@@ -15,13 +15,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ahe.evolution.repo import HarnessRepo
+from ahe.harness.repo import HarnessRepo
 from ahe.llm.types import RoleConfig, Usage
 from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, Confinement
 from evolve_agent.context import STATE_KEY, EvolveContext, EvolveLimits, discard_all
 from evolve_agent.gate import run_gate
 from evolve_agent.leakage import _load_task, task_folders
-from evolve_agent.manifest import ChangeEntry, Discard, Manifest, write_manifest
+from ahe.harness.manifest import ChangeEntry, Discard, Manifest, write_manifest
 from evolve_agent.protected import BaseSnapshot
 from evolve_agent.summary import write_summary
 

@@ -83,14 +83,6 @@ class BaseSnapshot:
         )
 
     @classmethod
-    def from_folder(cls, root: Path) -> "BaseSnapshot":
-        def read(rel: str) -> str | None:
-            p = Path(root) / rel
-            return p.read_text(encoding="utf-8") if p.is_file() else None
-
-        return cls.from_reader(read)
-
-    @classmethod
     def from_commit(cls, repo: Any, commit: str) -> "BaseSnapshot":
         """`repo` is a HarnessRepo; files are read exactly (trailing newlines included)."""
         import git

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahe.runtime.trace import atomic_write_text
-from evolve_agent.manifest import ChangeEntry, Manifest
+from ahe.io import atomic_write_text
+from ahe.harness.manifest import ChangeEntry, Manifest
 
 
 def _list(items: list[str]) -> str:

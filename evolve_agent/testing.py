@@ -32,7 +32,7 @@ def scripted_rules(steps: list[Step], *, when: dict[str, Any] | None = None, nam
 def make_experiment(root: Path, seed: Path, *, iteration: int = 1, overview: str | None = None,
                     results: dict[str, float] | None = None) -> tuple[Path, Any]:
     """A minimal run folder: `workspace/` (a HarnessRepo of `seed`), history.md and iteration files."""
-    from ahe.evolution.repo import HarnessRepo
+    from ahe.harness.repo import HarnessRepo
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

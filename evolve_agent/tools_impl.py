@@ -21,7 +21,7 @@ from ahe.runtime.tools import ToolResult
 from ahe.sandbox.output import truncate_head_tail
 from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, PathProblem, PathRefused
 from evolve_agent.context import EvolveContext
-from evolve_agent.manifest import ChangeEntry
+from ahe.harness.manifest import ChangeEntry
 from evolve_agent.protected import AGENT_FILE, outside_link
 
 MAX_READ_BYTES = 2 * 1024 * 1024

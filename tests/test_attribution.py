@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ahe.evolution.attribution import attribute, flips
-from evolve_agent.manifest import ChangeEntry
+from ahe.harness.manifest import ChangeEntry
 
 
 def change(cid, fixes=(), risks=(), component="long_term_memory"):

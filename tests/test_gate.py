@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from ahe.evolution.repo import HarnessRepo
+from ahe.harness.repo import HarnessRepo
 from evolve_agent import EvolveLimits, run_evolve_phase, run_gate
-from evolve_agent.manifest import ChangeEntry, Manifest
+from ahe.harness.manifest import ChangeEntry, Manifest
 from evolve_agent.testing import call, make_experiment, scripted_rules
 from tests.conftest import SEED
 from tests.test_evolve_agent_phase import make_tasks, role

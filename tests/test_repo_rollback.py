@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ahe.evolution.attribution import attribute
-from ahe.evolution.repo import HarnessRepo
+from ahe.harness.repo import HarnessRepo
 from ahe.evolution.rollback import apply_rollbacks
-from evolve_agent.manifest import ChangeEntry
+from ahe.harness.manifest import ChangeEntry
 from tests.conftest import SEED
 
 

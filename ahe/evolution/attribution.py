@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from evolve_agent.manifest import ChangeEntry
+from ahe.harness.manifest import ChangeEntry
 
 Verdict = Literal["keep", "rollback", "inconclusive"]
 Strictness = Literal["lenient", "balanced", "strict"]

@@ -26,12 +26,12 @@ from ahe.config import ExperimentConfig, dump_experiment_config
 from ahe.errors import AheError
 from ahe.evolution.attribution import Attribution, attribute
 from ahe.evolution.records import IterationScore, LoopState, RunFolder, Scores
-from ahe.evolution.repo import HarnessRepo
+from ahe.harness.repo import HarnessRepo
 from ahe.evolution.rollback import apply_rollbacks
 from ahe.llm.types import RoleConfig
 from ahe.rollout.models import RunResults
 from ahe.rollout.scheduler import RolloutConfig, run_rollouts
-from ahe.runtime.trace import atomic_write_json, atomic_write_text
+from ahe.io import atomic_write_json, atomic_write_text
 
 SEED_DEFAULT = Path(__file__).resolve().parents[2] / "harness_workspace"
 
@@ -198,7 +198,7 @@ class EvolutionLoop:
         return RunResults.model_validate_json((self.run.iteration(it) / "results.json").read_text())
 
     def _manifest_changes(self, it: int) -> list[Any]:
-        from evolve_agent.manifest import Manifest
+        from ahe.harness.manifest import Manifest
 
         p = self.run.iteration(it) / "evolve" / "manifest.json"
         if not p.exists():
@@ -350,7 +350,7 @@ def _trajectory_usage(path: Path) -> dict[str, Any] | None:
 @contextlib.contextmanager
 def mock_endpoints(cfg: ExperimentConfig):
     """Start one scripted MOCK model server per role that names a policy."""
-    from ahe.run_one import mock_endpoint
+    from ahe.testing.endpoint import mock_endpoint
 
     with contextlib.ExitStack() as stack:
         urls = {

@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ahe.runtime.trace import atomic_write_json, atomic_write_text, now_iso
+from ahe.runtime.trace import now_iso
+from ahe.io import atomic_write_json, atomic_write_text
 
 PHASES = ("rollout", "attribution", "rollback", "debug", "evolve")
 

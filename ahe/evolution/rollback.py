@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ahe.evolution.attribution import Attribution
-from ahe.evolution.repo import HarnessRepo
+from ahe.harness.repo import HarnessRepo
 
 
 class RollbackRecord(BaseModel):

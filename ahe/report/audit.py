@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from ahe.errors import AheError
-from evolve_agent.manifest import Component
+from ahe.harness.manifest import Component
 
 PENDING = "pending"
 COMPONENTS = get_args(Component)  # the manifest's component classes, in their order

@@ -181,8 +181,8 @@ def run_transfer(
     from ahe.llm import resolve_role
     from ahe.llm.types import RoleConfig
     from ahe.rollout.scheduler import RolloutConfig, run_rollouts
-    from ahe.run_one import mock_endpoint
-    from ahe.runtime.trace import atomic_write_json
+    from ahe.testing.endpoint import mock_endpoint
+    from ahe.io import atomic_write_json
 
     models = [m.strip() for m in models if m and m.strip()]
     if not models:

@@ -14,7 +14,7 @@ from ahe.llm.types import RoleConfig
 from ahe.rollout.display import Progress, results_table
 from ahe.rollout.models import RunResults
 from ahe.rollout.scheduler import RolloutConfig, plan_rollouts, run_rollouts
-from ahe.run_one import mock_endpoint
+from ahe.testing.endpoint import mock_endpoint
 
 
 def run_eval(

@@ -27,7 +27,8 @@ from ahe.rollout.executor import AsyncioExecutor, Executor, OnEvent
 from ahe.rollout.metrics import summarize
 from ahe.rollout.models import RunResults, TrialResult, TrialSpec
 from ahe.rollout.trial import load_result
-from ahe.runtime.trace import EventLog, atomic_write_json
+from ahe.runtime.trace import EventLog
+from ahe.io import atomic_write_json
 
 
 class RolloutConfig(BaseModel):

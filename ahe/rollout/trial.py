@@ -21,7 +21,8 @@ from ahe.errors import AheError, InfrastructureError
 from ahe.llm.types import ModelClient
 from ahe.llm.usage import UsageLedger
 from ahe.rollout.models import TrialResult, TrialSpec
-from ahe.runtime.trace import atomic_write_json, now_iso
+from ahe.runtime.trace import now_iso
+from ahe.io import atomic_write_json
 
 RESULT_FILE = "result.json"
 

@@ -16,24 +16,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ahe.io import atomic_write_json
+
 ATIF_VERSION = "ATIF-v1.4"
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
 def _dumps(obj: Any) -> str:
@@ -149,10 +138,6 @@ class TrajectoryWriter:
         if self.path is not None:
             data = {**self.header, "steps": self.steps, "final_metrics": final_metrics, "extra": {"complete": True, **extra}}
             atomic_write_json(self.path, data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.header, "steps": self.steps}
-
 
 def agent_step(r: Any) -> dict[str, Any]:
     """The ATIF step of one model response (an `ahe.llm.types.ModelResponse`)."""

@@ -19,6 +19,7 @@ import jinja2
 import yaml
 
 from ahe.errors import ConfigError
+from ahe.runtime.builtins import add_builtin_tools
 from ahe.runtime.config import AgentConfig, SubAgentEntry, load_agent_config
 from ahe.runtime.imports import resolve_binding
 from ahe.runtime.middleware import Middleware
@@ -202,8 +203,6 @@ def load_agent(root: Path, *, config_file: str = "agent.yaml", code_root: Path |
     # Load sub-agents now so a broken one fails at load time, not mid-session.
     for name in sub_agents:
         agent.sub_agent(name)
-    from ahe.runtime.builtins import add_builtin_tools
-
     add_builtin_tools(agent)
     agent.make_middleware()  # constructor errors surface at load time
     return agent

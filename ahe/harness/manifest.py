@@ -130,7 +130,7 @@ class Manifest(BaseModel):
 
 def write_manifest(path: Path, manifest: Manifest) -> None:
     """Atomic write (temporary file, then rename)."""
-    from ahe.runtime.trace import atomic_write_json
+    from ahe.io import atomic_write_json
 
     atomic_write_json(Path(path), json.loads(manifest.model_dump_json()))
 
