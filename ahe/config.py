@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ahe.errors import ConfigError
 from ahe.llm.types import RoleConfig
 from ahe.runtime.config import format_validation_error, read_yaml
+from ahe.sandbox.registry import SandboxName
 
 
 class _Strict(BaseModel):
@@ -66,7 +67,7 @@ class ExperimentConfig(_Strict):
     iterations: int = Field(default=10, ge=1)
     k: int = Field(default=2, ge=1)
     concurrency: int = Field(default=8, ge=1)
-    sandbox: Literal["local", "docker"] = "local"
+    sandbox: SandboxName = "local"
     isolation: Literal["auto", "bwrap", "none"] = "auto"
     retry_infra: int = Field(default=1, ge=0)
     pass_threshold: float = 1.0

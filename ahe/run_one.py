@@ -58,7 +58,7 @@ def run_one(
         cfg = RoleConfig(model=model or ("mock" if url and not model else None), base_url=url or base_url)
         client = make_client("agent", cfg)
         if task is not None:
-            from ahe.tasks.check import make_local_sandbox
+            from ahe.tasks.sandboxes import make_local_sandbox
 
             sandbox = make_local_sandbox(task, out, isolation=isolation)
         else:

@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from ahe.tasks import load_tasks
-from ahe.tasks.check import check_tasks, factories_for
+from ahe.tasks.check import check_tasks
+from ahe.tasks.sandboxes import factories_for
 from tests.conftest import REPO
 
 

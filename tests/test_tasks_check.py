@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ahe.tasks import Task, load_task, load_tasks
-from ahe.tasks.check import CheckReport, check_tasks, make_local_sandbox
+from ahe.tasks.check import CheckReport, check_tasks
+from ahe.tasks.sandboxes import make_local_sandbox
 from ahe.tasks.cli import app
 from ahe.tasks.leaks import distinctive_lines, probe_host_paths, shared_test_files
 

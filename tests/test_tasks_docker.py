@@ -14,7 +14,8 @@ import pytest
 from docker_support import base_image, docker_engine  # noqa: F401 - fixtures
 
 from ahe.tasks import load_task, run_oracle, run_setup, run_verifier
-from ahe.tasks.check import check_tasks, docker_sandbox_factory
+from ahe.tasks.check import check_tasks
+from ahe.tasks.sandboxes import docker_sandbox_factory
 
 pytestmark = pytest.mark.docker
 

@@ -58,7 +58,7 @@ def write_task(root: Path, name: str, *, test_sh: str, toml: str = "", solve_sh:
 @pytest.fixture
 def sandbox_for(tmp_path: Path):
     """Start a real LocalSandbox for a task (the same way `ahe tasks check` does)."""
-    from ahe.tasks.check import make_local_sandbox
+    from ahe.tasks.sandboxes import make_local_sandbox
 
     count = {"n": 0}
 

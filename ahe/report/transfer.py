@@ -192,8 +192,9 @@ def run_transfer(
     for t in tasks:
         if not Path(t).is_dir():
             raise AheError(f"--tasks {t}: no such folder")
-    if sandbox not in ("local", "docker"):
-        raise AheError(f"--sandbox must be local or docker, not {sandbox!r}")
+    from ahe.sandbox.registry import get_backend
+
+    get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
     if isolation not in ("auto", "bwrap", "none"):
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
     if k < 1:

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ahe.errors import AheError
+from ahe.sandbox.registry import get_backend
 from ahe.llm.types import RoleConfig
 from ahe.rollout.display import Progress, results_table
 from ahe.rollout.models import RunResults
@@ -35,8 +36,7 @@ def run_eval(
     keep_app: bool,
     json_out: bool,
 ) -> RunResults:
-    if sandbox not in ("local", "docker"):
-        raise AheError(f"--sandbox must be local or docker, not {sandbox!r}")
+    get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
     if isolation not in ("auto", "bwrap", "none"):
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
     console = Console(stderr=True)

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ahe.llm.types import RoleConfig, Usage
+from ahe.sandbox.registry import SandboxName
 
 # Why a trial did not pass, when it is not simply a wrong answer.
 #   infra           the model endpoint or the sandbox failed (counted apart, retryable)
@@ -25,7 +26,7 @@ class TrialSpec(BaseModel):
     trial_dir: Path
     workspace: Path
     agent_role: RoleConfig = Field(default_factory=RoleConfig)
-    sandbox: Literal["local", "docker"] = "local"
+    sandbox: SandboxName = "local"
     isolation: Literal["auto", "bwrap", "none"] = "auto"
     pass_threshold: float = 1.0
     agent_timeout_sec: float | None = None  # overrides task.toml when set

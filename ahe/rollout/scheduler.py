@@ -27,6 +27,7 @@ from ahe.rollout.executor import AsyncioExecutor, Executor, OnEvent
 from ahe.rollout.metrics import summarize
 from ahe.rollout.models import RunResults, TrialResult, TrialSpec
 from ahe.rollout.trial import load_result
+from ahe.sandbox.registry import SandboxName
 from ahe.runtime.trace import EventLog
 from ahe.io import atomic_write_json
 
@@ -38,7 +39,7 @@ class RolloutConfig(BaseModel):
     k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=4, ge=1)
     agent_role: RoleConfig = Field(default_factory=RoleConfig)
-    sandbox: Literal["local", "docker"] = "local"
+    sandbox: SandboxName = "local"
     isolation: Literal["auto", "bwrap", "none"] = "auto"
     retry_infra: int = Field(default=0, ge=0)
     pass_threshold: float = 1.0
@@ -70,6 +71,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     """Which trials still need running; loads tasks and the workspace first (fail fast)."""
     from ahe.runtime import load_agent
     from ahe.tasks import load_tasks
+    from ahe.tasks.sandboxes import can_run
 
     load_agent(cfg.workspace)  # a broken harness fails here, before any sandbox starts
     loaded = load_tasks(cfg.tasks_dir, include=cfg.include or None)
@@ -79,7 +81,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     specs, done, expected = [], [], {}
     skipped = [f"{e.path}: {e.message}" for e in loaded.errors]
     for task in loaded.tasks:
-        if task.runs_on == "docker" and cfg.sandbox != "docker":
+        if not can_run(cfg.sandbox, task):
             skipped.append(f"{task.path}: needs a Docker image (docker_image or environment/Dockerfile); run with --sandbox docker")
             continue
         expected[task.name] = cfg.k

@@ -63,7 +63,7 @@ def load_result(trial_dir: Path) -> TrialResult | None:
 
 
 def _sandbox_for(spec: TrialSpec, task: Any) -> Any:
-    from ahe.tasks.check import factories_for
+    from ahe.tasks.sandboxes import factories_for
 
     factories = factories_for(spec.sandbox, isolation=spec.isolation)
     factory = factories.get(task.runs_on)

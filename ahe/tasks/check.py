@@ -13,7 +13,7 @@ For each task, in fresh sandboxes:
   project's visible tests) is a warning, not a failure — except tests/test.sh itself.
 
 Sandboxes come from a `SandboxFactory` chosen per task by `runs_on`, so the docker backend
-plugs in without changes here: `check_tasks(tasks, factories={"local": ..., "docker": ...})`.
+plugs in without changes here: `check_tasks(tasks, factories_for("docker"))` (ahe.tasks.sandboxes).
 """
 
 from __future__ import annotations
@@ -23,31 +23,24 @@ import inspect
 import shutil
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ahe.errors import AheError
 from ahe.sandbox.base import Sandbox
 from ahe.tasks.leaks import probe_leaks
 from ahe.tasks.loader import TaskLoadError
 from ahe.tasks.model import Task
+from ahe.tasks.sandboxes import SandboxFactory, factories_for
 from ahe.tasks.phases import (
     DEFAULT_PASS_THRESHOLD,
-    SOLUTION_DIR,
-    TESTS_DIR,
     VerifierResult,
-    prepare_app_dir,
     run_oracle,
     run_setup,
     run_verifier,
 )
-
-# A factory gets the task and a fresh, empty host folder that belongs to this one sandbox,
-# and returns an *unstarted* sandbox (or an awaitable of one). It prepares /app itself.
-SandboxFactory = Callable[[Task, Path], "Sandbox | Awaitable[Sandbox]"]
 
 Status = Literal["ok", "warn", "fail", "error", "skipped"]
 
@@ -119,171 +112,6 @@ class CheckReport(BaseModel):
                 {**t.model_dump(mode="json"), "ok": t.ok} for t in self.tasks
             ],
         }
-
-
-# --------------------------------------------------------------------------------------------
-# factories
-# --------------------------------------------------------------------------------------------
-
-
-# Folders the verifier and the oracle fill at run time. The local sandbox's root file system
-# is read-only (docs/sandboxes.md), so they are bound in, empty and private to the trial,
-# when the sandbox starts; `run_verifier` clears /tests before uploading into it.
-_LOCAL_STAGE_DIRS = (TESTS_DIR, SOLUTION_DIR)
-
-
-def make_local_sandbox(
-    task: Task, workdir: Path, *, isolation: str = "auto", network: bool = False
-) -> Sandbox:
-    """An unstarted `LocalSandbox` for one trial of `task`, working under host `workdir`.
-
-    environment/ is copied to `<workdir>/app` (which becomes /app); /logs, /tmp and HOME
-    live in `<workdir>/root`; empty, trial-private folders are bound at /tests and /solution
-    for the verifier and the oracle.
-    """
-    from ahe.sandbox.base import Mount
-    from ahe.sandbox.local import LocalSandbox
-
-    app_dir = prepare_app_dir(task, workdir / "app")
-    root_dir = workdir / "root"
-    root_dir.mkdir(parents=True, exist_ok=True)
-    mounts = []
-    for target in _LOCAL_STAGE_DIRS:
-        source = workdir / "stage" / target.strip("/")
-        source.mkdir(parents=True, exist_ok=True)
-        mounts.append(Mount(source=source, target=target, writable=True))
-    return LocalSandbox(
-        app_dir, root_dir=root_dir, mounts=mounts, network=network,
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-
-
-def local_sandbox_factory(*, isolation: str = "auto", network: bool = False) -> SandboxFactory:
-    """A `SandboxFactory` of `make_local_sandbox`es."""
-
-    def make(task: Task, workdir: Path) -> Sandbox:
-        return make_local_sandbox(task, workdir, isolation=isolation, network=network)
-
-    return make
-
-
-class DeferredDockerSandbox:
-    """A docker sandbox for one task whose image is made (pulled or built) when it starts.
-
-    Factories must return a sandbox without blocking, while making a docker image can take
-    minutes; so `start()` resolves the image through `ahe.sandbox.docker` and starts the
-    container, and every other call is passed on to it. A local task (no image, no
-    Dockerfile) runs on `default_image`, with environment/ uploaded to /app after start.
-    """
-
-    isolated = True
-
-    def __init__(self, task: Task, workdir: Path, *, default_image: str | None = None,
-                 client: object = None) -> None:
-        self.task = task
-        self.workdir = Path(workdir)
-        self.default_image = default_image
-        self.client = client
-        self.inner: Sandbox | None = None
-        self._stopped = False
-
-    async def start(self) -> None:
-        from ahe.sandbox.base import SandboxError
-        from ahe.sandbox.docker import create_docker_sandbox_for
-        from ahe.tasks.loader import resolve_env
-
-        if self.inner is not None or self._stopped:
-            raise SandboxError("this sandbox was already started; make a new one per trial")
-        task, env = self.task, self.task.environment
-        if task.runs_on == "local" and not self.default_image:
-            raise SandboxError(
-                f"task {task.name} has no docker_image and no environment/Dockerfile; "
-                "run it in the local sandbox or give the docker backend a default image"
-            )
-        self.inner = await create_docker_sandbox_for(
-            task.environment_dir if env.dockerfile else None,
-            env.docker_image,
-            env.cpus,
-            env.memory_mb,
-            env.wants_network,
-            task.name,
-            env=resolve_env(env.env, where=f"{task.task_toml}: [environment] env"),
-            build_timeout_sec=env.build_timeout_sec,
-            default_image=self.default_image,
-            client=self.client,
-        )
-        await self.inner.start()
-        if task.runs_on == "local":
-            app_dir = prepare_app_dir(task, self.workdir / "app")
-            await self.inner.upload(app_dir, "/app")
-
-    def _started(self) -> Sandbox:
-        from ahe.sandbox.base import SandboxError
-
-        if self.inner is None:
-            raise SandboxError("the docker sandbox is not running: call start() first")
-        return self.inner
-
-    async def exec(self, command: str, *, timeout: float, cwd: str | None = None,
-                   env: dict[str, str] | None = None, background: bool = False):
-        return await self._started().exec(
-            command, timeout=timeout, cwd=cwd, env=env, background=background
-        )
-
-    async def read_file(self, path: str) -> bytes:
-        return await self._started().read_file(path)
-
-    async def write_file(self, path: str, data: bytes) -> None:
-        await self._started().write_file(path, data)
-
-    async def upload(self, local: Path, remote: str) -> None:
-        await self._started().upload(local, remote)
-
-    async def download(self, remote: str, local: Path) -> None:
-        await self._started().download(remote, local)
-
-    async def stop(self) -> None:
-        self._stopped = True
-        if self.inner is not None:
-            await self.inner.stop()
-
-
-def docker_sandbox_factory(
-    *, default_image: str | None = None, client: object = None
-) -> SandboxFactory:
-    """`DeferredDockerSandbox`es: image from docker_image or built from environment/Dockerfile
-    (cached by content hash), CPU and memory limits from task.toml, network only when the
-    task asks for it. Raises `AheError` when the docker backend cannot be imported."""
-    try:
-        import ahe.sandbox.docker  # noqa: F401 - fail here, not in every trial
-    except ImportError as exc:
-        raise AheError(
-            f"--sandbox docker: the docker backend cannot be imported ({exc}); "
-            "install AHE with its docker dependency or check local tasks only."
-        ) from None
-
-    def make(task: Task, workdir: Path) -> Sandbox:
-        return DeferredDockerSandbox(task, workdir, default_image=default_image, client=client)
-
-    return make
-
-
-def factories_for(
-    sandbox: str, *, isolation: str = "auto", default_image: str | None = None
-) -> dict[str, SandboxFactory]:
-    """The factories behind `--sandbox local|docker`, keyed by `Task.runs_on`.
-
-    "local": local tasks in bubblewrap, docker tasks have none (skipped by the check).
-    "docker": docker tasks in containers; local tasks still run in bubblewrap.
-    """
-    if sandbox == "local":
-        return {"local": local_sandbox_factory(isolation=isolation)}
-    if sandbox == "docker":
-        return {
-            "local": local_sandbox_factory(isolation=isolation),
-            "docker": docker_sandbox_factory(default_image=default_image),
-        }
-    raise AheError(f"--sandbox {sandbox!r} is not a sandbox; use local or docker.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,7 +271,7 @@ async def check_tasks(
     temporary folder (removed afterwards). `on_done` is called as each task finishes.
     """
     if factories is None:
-        factories = {"local": local_sandbox_factory()}
+        factories = factories_for("local")
     semaphore = asyncio.Semaphore(max(1, concurrency))
     own_dir = work_dir is None
     root = Path(tempfile.mkdtemp(prefix="ahe-tasks-check-")) if own_dir else Path(work_dir)

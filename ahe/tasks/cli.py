@@ -149,7 +149,8 @@ def check(
     import asyncio
 
     from ahe.errors import AheError
-    from ahe.tasks.check import check_tasks, factories_for
+    from ahe.tasks.check import check_tasks
+    from ahe.tasks.sandboxes import factories_for
 
     loaded = _load(directory, task)
     try:
