@@ -71,7 +71,9 @@ def run(
 @app.command("eval")
 def eval_(
     workspace: Path = typer.Option(..., "--workspace", "-w", help="Harness workspace folder (with agent.yaml)."),
-    tasks: Path = typer.Option(..., "--tasks", help="A folder of task folders (or one task folder)."),
+    tasks: Path = typer.Option(
+        ..., "--tasks", help="A folder of task folders (or one task folder), or SOURCE:ARG of a task source (`ahe tasks sources`)."
+    ),
     k: int = typer.Option(1, "-k", min=1, help="Trials per task."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, help="Trials running at once."),
     task: Optional[list[str]] = typer.Option(None, "--task", help="Only these tasks (names or globs); repeatable."),

@@ -84,9 +84,11 @@ class ExperimentConfig(_Strict):
         def fix(p: Path | None) -> Path | None:
             return None if p is None else (p if p.is_absolute() else (base / p).resolve())
 
+        from ahe.tasks.sources import is_source_spec
+
         return self.model_copy(
             update={
-                "tasks": fix(self.tasks),
+                "tasks": self.tasks if is_source_spec(self.tasks) else fix(self.tasks),
                 "seed_workspace": fix(self.seed_workspace),
                 "mock_policies": MockPolicies(
                     agent=fix(self.mock_policies.agent),

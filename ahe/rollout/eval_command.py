@@ -44,8 +44,10 @@ def run_eval(
     with mock_endpoint(mock_policy) as url:
         if url:
             console.print(f"[yellow]using the scripted MOCK model server at {url} (policy {mock_policy})[/]")
+        from ahe.tasks.sources import resolve_tasks
+
         cfg = RolloutConfig(
-            tasks_dir=tasks,
+            tasks_dir=resolve_tasks(tasks, out / "tasks-source"),
             workspace=workspace,
             include=include,
             k=k,

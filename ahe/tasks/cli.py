@@ -213,3 +213,20 @@ def check(
         )
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command("sources")
+def sources(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """List the task sources `--tasks SOURCE:ARG` can name (the default is a folder)."""
+    from ahe.tasks.sources import source_infos
+
+    infos = source_infos()
+    if as_json:
+        _print_json([{"name": i.name, "summary": i.summary} for i in infos])
+        return
+    from rich.table import Table
+
+    table = Table("source", "what it gives", title="task sources")
+    for i in infos:
+        table.add_row(i.name, i.summary)
+    _console().print(table)

@@ -1,0 +1,98 @@
+"""The task-source seam: where task folders come from (DESIGN.md §11.3).
+
+A source writes (or finds) Harbor-format task folders; nothing downstream knows where a task
+came from. `--tasks` and the config's `tasks:` take either a folder (the `folder` source) or
+`NAME:ARGUMENT` naming a registered source, e.g. `swe-ci:tasks.csv`.
+
+Adding a source is one module plus one registration::
+
+    from ahe.tasks.sources import TaskSourceInfo, register_source
+    register_source(TaskSourceInfo(name="mine", summary="...", make=MySource))   # make(argument)
+
+A source's `produce(out)` writes its task folders under `out` (a folder AHE gives it and
+keeps: `<run>/tasks-source/<name>/`), must be idempotent so a resumed run can call it again,
+and returns the folder that holds them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ahe.errors import AheError
+
+
+@runtime_checkable
+class TaskSource(Protocol):
+    name: str
+
+    def describe(self) -> str:
+        """One line for listings: what this source gives and from where."""
+        ...
+
+    def produce(self, out: Path) -> Path:
+        """Write (or locate) the Harbor-format task folders; return the folder holding them."""
+        ...
+
+
+@dataclass(frozen=True)
+class TaskSourceInfo:
+    name: str
+    summary: str  # one line for `ahe tasks sources`
+    make: Callable[[str], TaskSource]  # the argument after `NAME:`
+
+
+_SOURCES: dict[str, TaskSourceInfo] = {}
+_SPEC = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*):(?P<arg>.*)$")
+
+
+def register_source(info: TaskSourceInfo) -> TaskSourceInfo:
+    _SOURCES[info.name] = info
+    return info
+
+
+def _ensure_loaded() -> None:
+    from ahe.sandbox.registry import backend_names
+
+    backend_names()  # loads AHE_PLUGINS / entry points, which may register sources too
+    from ahe.tasks.sources import folder  # noqa: F401 - the built-in source
+
+
+def source_infos() -> list[TaskSourceInfo]:
+    _ensure_loaded()
+    return [_SOURCES[n] for n in sorted(_SOURCES)]
+
+
+def is_source_spec(spec: str | Path) -> bool:
+    """True when `spec` reads `NAME:ARGUMENT` for a registered source (and is not a folder)."""
+    text = str(spec)
+    m = _SPEC.match(text)
+    if m is None or Path(text).exists():
+        return False
+    _ensure_loaded()
+    return m.group("name") in _SOURCES
+
+
+def open_source(spec: str | Path) -> TaskSource:
+    """The source behind a `--tasks` value: a registered `NAME:ARGUMENT`, else a folder."""
+    _ensure_loaded()
+    text = str(spec)
+    m = _SPEC.match(text)
+    if m is not None and not Path(text).exists():
+        info = _SOURCES.get(m.group("name"))
+        if info is None:
+            raise AheError(
+                f"--tasks {text}: no folder by that name and no task source called {m.group('name')!r}; "
+                f"sources: {', '.join(sorted(_SOURCES))}"
+            )
+        return info.make(m.group("arg"))
+    return _SOURCES["folder"].make(text)
+
+
+def resolve_tasks(spec: str | Path, cache: Path) -> Path:
+    """The folder of task folders for `spec`, produced under `cache/<source>/` when needed."""
+    source = open_source(spec)
+    return source.produce(Path(cache) / source.name)

@@ -1,0 +1,128 @@
+"""The layering of DESIGN.md §2 / docs/architecture.md, checked from the code's own imports.
+
+Every arrow between top-level layers points down: a module may import its own layer and the
+layers listed below it, never one above. Imports under `if TYPE_CHECKING:` count too (they
+are arrows a reader follows); imports inside functions count as well.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Lowest first. A layer may import any layer that comes before it in this list.
+LAYERS = [
+    "ahe.errors",
+    "ahe.io",
+    "ahe.llm",
+    "ahe.runtime",
+    "ahe.sandbox",
+    "ahe.testing",
+    "ahe.tasks",
+    "ahe.rollout",
+    "ahe.harness",
+    "ahe.run_folder",
+    "debugger",
+    "evolve_agent",
+    "ahe.config",
+    "ahe.evolution",
+    "ahe.report",
+]
+# Entry points and wiring above every layer (they may import anything).
+TOP = {"ahe.cli", "ahe.demo", "ahe.doctor", "ahe.run_one", "ahe.simulate", "ahe.experiments", "ahe"}
+SKIP_PARTS = {"workspace", "aggregator"}  # agent workspaces: code the runtime loads, not the package
+
+
+def _layer_of(module: str) -> str | None:
+    best = None
+    for layer in LAYERS + sorted(TOP, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            if best is None or len(layer) > len(best):
+                best = layer
+    return best
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def _edges() -> set[tuple[str, str, str]]:
+    edges = set()
+    for pkg in ("ahe", "debugger", "evolve_agent"):
+        for f in (ROOT / pkg).rglob("*.py"):
+            if SKIP_PARTS & set(f.relative_to(ROOT).parts):
+                continue
+            src = _layer_of(_module_name(f))
+            for mod in _imports(f):
+                dst = _layer_of(mod)
+                if dst and src and dst != src and not (dst == "ahe" and "." in mod):
+                    edges.add((src, dst, str(f.relative_to(ROOT))))
+    return edges
+
+
+def test_every_arrow_between_layers_points_down() -> None:
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    upward = sorted(
+        f"{where}: {src} imports {dst}"
+        for src, dst, where in _edges()
+        if src in rank and dst in rank and rank[dst] > rank[src]
+    )
+    assert not upward, "upward imports (see docs/architecture.md):\n" + "\n".join(upward)
+
+
+def test_no_layer_imports_an_entry_point() -> None:
+    bad = sorted(f"{where}: {src} imports {dst}" for src, dst, where in _edges() if src in LAYERS and dst in TOP)
+    assert not bad, "layers must not import the CLI or other entry points:\n" + "\n".join(bad)
+
+
+def test_the_layer_graph_has_no_cycle() -> None:
+    graph: dict[str, set[str]] = {}
+    for src, dst, _ in _edges():
+        graph.setdefault(src, set()).add(dst)
+    seen: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> list[str] | None:
+        seen[node] = 1
+        for nxt in graph.get(node, ()):
+            if seen.get(nxt) == 1:
+                return stack + [node, nxt]
+            if nxt not in seen:
+                cycle = visit(nxt, stack + [node])
+                if cycle:
+                    return cycle
+        seen[node] = 2
+        return None
+
+    for node in list(graph):
+        if node not in seen:
+            cycle = visit(node, [])
+            assert cycle is None, "import cycle between layers: " + " -> ".join(cycle)
+
+
+def test_every_package_module_belongs_to_a_layer() -> None:
+    orphans = []
+    for pkg in ("ahe", "debugger", "evolve_agent"):
+        for f in (ROOT / pkg).rglob("*.py"):
+            if SKIP_PARTS & set(f.relative_to(ROOT).parts):
+                continue
+            if _layer_of(_module_name(f)) is None:
+                orphans.append(str(f.relative_to(ROOT)))
+    assert not orphans, "modules outside every layer (add them to LAYERS/TOP and docs/architecture.md): " + ", ".join(orphans)
