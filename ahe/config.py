@@ -8,14 +8,12 @@ saved in the run folder (experiment.yaml) is written from this model, which has 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ahe.errors import ConfigError
 from ahe.llm.types import RoleConfig
 from ahe.runtime.config import format_validation_error, read_yaml
-from ahe.sandbox.registry import SandboxName
+from ahe.rollout.models import RolloutSettings
 
 
 class _Strict(BaseModel):
@@ -45,7 +43,9 @@ class Budgets(_Strict):
 
 class AttributionSettings(_Strict):
     delta: float = Field(default=0.5, gt=0, le=1)
-    strictness: Literal["lenient", "balanced", "strict"] = "balanced"
+    # a verdict policy of ahe.evolution.policies: paper (= the old "balanced"), lenient, strict;
+    # checked when the loop starts (the policies live above this layer)
+    strictness: str = "paper"
 
 
 class DebuggerSettings(_Strict):
@@ -59,19 +59,17 @@ class EvolveSettings(_Strict):
     wall_clock_sec: float = Field(default=3600, gt=0)
 
 
-class ExperimentConfig(_Strict):
+class ExperimentConfig(RolloutSettings, _Strict):
+    """The experiment; its rollout fields (sandbox, isolation, k, concurrency, retry_infra,
+    pass_threshold, agent/verifier timeouts, keep_app, include) are `RolloutSettings`."""
+
     name: str = "experiment"
     tasks: Path
-    include: list[str] = Field(default_factory=list)
     seed_workspace: Path | None = None  # default: the bundled harness_workspace
     iterations: int = Field(default=10, ge=1)
     k: int = Field(default=2, ge=1)
     concurrency: int = Field(default=8, ge=1)
-    sandbox: SandboxName = "local"
-    isolation: Literal["auto", "bwrap", "none"] = "auto"
     retry_infra: int = Field(default=1, ge=0)
-    pass_threshold: float = 1.0
-    agent_timeout_sec: float | None = None
     models: Models = Field(default_factory=Models)
     mock_policies: MockPolicies = Field(default_factory=MockPolicies)
     budgets: Budgets = Field(default_factory=Budgets)
@@ -115,4 +113,10 @@ def dump_experiment_config(cfg: ExperimentConfig) -> str:
     import yaml
 
     data = cfg.model_dump(mode="json")
-    return yaml.safe_dump(data, sort_keys=False)
+    first = [k for k in _DUMP_ORDER if k in data]
+    return yaml.safe_dump({**{k: data[k] for k in first}, **data}, sort_keys=False)
+
+
+# experiment.yaml lists the experiment before the rollout settings it inherits
+_DUMP_ORDER = ("name", "tasks", "include", "seed_workspace", "iterations", "k", "concurrency", "sandbox", "isolation",
+               "retry_infra", "pass_threshold", "agent_timeout_sec", "verifier_timeout_sec", "keep_app")

@@ -99,9 +99,8 @@ def outcomes_for(tasks: list[str], k: int, seed: int) -> dict[str, list[bool]]:
 def setup(root: Path, n_tasks: int, k: int) -> dict[str, Any]:
     """Run folder after iteration 1 (evaluated, 5 changes evolved and tagged), before iteration 2."""
     from ahe.config import ExperimentConfig
-    from ahe.evolution import loop as loop_mod
+    from ahe.evolution import phases as loop_mod
     from ahe.evolution.loop import EvolutionLoop
-    from ahe.evolution.records import LoopState
     from ahe.harness.manifest import ChangeEntry, Manifest, write_manifest
 
     tasks_dir = root / "tasks"
@@ -111,18 +110,19 @@ def setup(root: Path, n_tasks: int, k: int) -> dict[str, Any]:
     repo = lp.prepare(resume=False)
     lp.roles = {r: cfg.models.agent.model_copy(update={"model": "mock", "base_url": "http://127.0.0.1:9/v1"})
                 for r in ("agent", "debugger", "evolve")}
+    ctx = lp.context(repo)
     state = lp.run.load_state()
     scores = lp.run.load_scores()
     # iteration 1: rollout of the seed (synthetic trials)
     before = outcomes_for(tasks, k, seed=1)
     _patch_executor(loop_mod, SyntheticExecutor(before, 1))
-    asyncio.run(lp._run_phase(1, "rollout", repo, state, scores, final=False))
+    asyncio.run(lp._run_phase(ctx, 1, "rollout", state, scores, final=False))
     for p in ("rollout", "attribution", "rollback", "debug"):
         state.mark(1, p)
     # iteration 1: evolve — 5 accepted changes, each one commit
     changes = evolve_git(repo, 1, tasks, n_changes=5)
     base = repo.tag_commit("iter-000")
-    write_manifest(lp.run.iteration(1) / "evolve" / "manifest.json", Manifest(iteration=1, base_commit=base, changes=changes))
+    write_manifest(lp.run.iteration(1).manifest_json, Manifest(iteration=1, base_commit=base, changes=changes))
     state.mark(1, "evolve")
     lp.run.save_state(state)
     # iteration 2's trials: the predicted fixes of changes 1-3 improve; 4 and 5 cause regressions
@@ -138,7 +138,7 @@ def setup(root: Path, n_tasks: int, k: int) -> dict[str, Any]:
             before[t] = [True] * k
     # make the regressions real: iteration 1 passed them
     _rewrite_iteration_results(lp, 1, before, k)
-    return {"loop": lp, "repo": repo, "state": state, "scores": scores, "after": after, "tasks": tasks}
+    return {"loop": lp, "ctx": ctx, "repo": repo, "state": state, "scores": scores, "after": after, "tasks": tasks}
 
 
 def _rewrite_iteration_results(lp: Any, it: int, outcomes: dict[str, list[bool]], k: int) -> None:
@@ -147,7 +147,7 @@ def _rewrite_iteration_results(lp: Any, it: int, outcomes: dict[str, list[bool]]
     from ahe.io import atomic_write_json
 
     results = [TrialResult(task=t, trial=i + 1, passed=p, reward=float(p)) for t, v in outcomes.items() for i, p in enumerate(v)]
-    atomic_write_json(lp.run.iteration(it) / "results.json", json.loads(summarize(results, k=k).model_dump_json()))
+    atomic_write_json(lp.run.iteration(it).results_json, json.loads(summarize(results, k=k).model_dump_json()))
 
 
 def _patch_executor(loop_mod: Any, executor: SyntheticExecutor) -> None:
@@ -190,7 +190,7 @@ def evolve_git(repo: Any, it: int, tasks: list[str], n_changes: int) -> list[Any
 
 
 def one_run(n_tasks: int, k: int) -> dict[str, float]:
-    from ahe.evolution import loop as loop_mod
+    from ahe.evolution import phases as loop_mod
     from ahe.rollout.scheduler import RolloutConfig, plan_rollouts
 
     root = Path(tempfile.mkdtemp(prefix="ahe-bench-bookkeeping-"))
@@ -201,7 +201,7 @@ def one_run(n_tasks: int, k: int) -> dict[str, float]:
         times: dict[str, float] = {}
         for phase in ("rollout", "attribution", "rollback"):
             t0 = time.perf_counter()
-            asyncio.run(lp._run_phase(2, phase, repo, state, scores, final=False))
+            asyncio.run(lp._run_phase(s["ctx"], 2, phase, state, scores, final=False))
             state.mark(2, phase)
             lp.run.save_state(state)
             times[phase] = time.perf_counter() - t0
@@ -210,10 +210,10 @@ def one_run(n_tasks: int, k: int) -> dict[str, float]:
         times["evolve git"] = time.perf_counter() - t0
         cfg = RolloutConfig(tasks_dir=root / "tasks", workspace=lp.run.workspace, k=k)
         t0 = time.perf_counter()
-        plan = plan_rollouts(cfg, lp.run.iteration(2))
+        plan = plan_rollouts(cfg, lp.run.iteration(2).root)
         times["resume scan"] = time.perf_counter() - t0
-        att = json.loads((lp.run.iteration(2) / "attribution.json").read_text())
-        rb = json.loads((lp.run.iteration(2) / "rollback.json").read_text())
+        att = json.loads(lp.run.iteration(2).attribution_json.read_text())
+        rb = json.loads(lp.run.iteration(2).rollback_json.read_text())
         times["_check"] = {"verdicts": [c["verdict"] for c in att["changes"]],
                            "rolled_back": [r["change_id"] for r in rb["rolled_back"] if r.get("revert_commit")],
                            "done_trials": len(plan.done), "pending": len(plan.specs)}

@@ -6,74 +6,19 @@ evaluated the harness before the changes and the one that evaluated it after; it
 each iteration gets precision and recall of fix and regression predictions, each beside
 the expected value of a random predictor that names as many tasks.
 
-Verdict policy (`strictness`):
-
-- A change **holds** when at least one of its predicted fixes improved.
-- *lenient*: `rollback` only when nothing it predicted to fix improved **and** some task
-  regressed (one it named as a risk, or one nobody predicted); otherwise `keep` (or
-  `inconclusive` when nothing it predicted moved and nothing regressed).
-- *balanced* (default): as lenient, and also `rollback` when more of its predicted risks
-  materialised than its predicted fixes held (a net loss).
-- *strict*: `keep` only when a predicted fix improved and no regression happened at all;
-  anything else is `rollback`.
-
-Regressions nobody predicted cannot be pinned on one change, so they count against every
-change whose own predictions did not hold (a change whose fix held is not blamed for them
-under lenient and balanced).
+Each change is judged by the verdict policy named by `strictness` (ahe.evolution.policies:
+`paper` — the default, the paper's δ-flip rule — `lenient`, `strict`, or one registered by
+a plugin); this module computes the evidence and the prediction scores around it.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, Field
+from collections.abc import Mapping
 
 from ahe.harness.manifest import ChangeEntry
-
-Verdict = Literal["keep", "rollback", "inconclusive"]
-Strictness = Literal["lenient", "balanced", "strict"]
-
-
-class ChangeVerdict(BaseModel):
-    change_id: str
-    commit: str | None
-    component: str
-    verdict: Verdict
-    reason: str
-    predicted_fixes: list[str]
-    fixes_improved: list[str]
-    fixes_not_improved: list[str]
-    predicted_regressions: list[str]
-    regressions_happened: list[str]
-    unpredicted_regressions: list[str]
-
-
-class PredictionScore(BaseModel):
-    """Precision/recall of one kind of prediction, with a random predictor's expectation."""
-
-    predicted: list[str]
-    actual: list[str]
-    hits: list[str]
-    precision: float | None  # None when nothing was predicted
-    recall: float | None  # None when nothing happened
-    random_precision: float | None
-    random_recall: float | None
-
-
-class Attribution(BaseModel):
-    iteration: int
-    delta: float
-    strictness: Strictness
-    n_tasks: int
-    improved: list[str]
-    regressed: list[str]
-    pass_rate_before: dict[str, float]
-    pass_rate_after: dict[str, float]
-    changes: list[ChangeVerdict] = Field(default_factory=list)
-    fix_predictions: PredictionScore
-    regression_predictions: PredictionScore
-    unpredicted_improvements: list[str]
-    unpredicted_regressions: list[str]
+from ahe.evolution.policies import RoundEvidence, TaskEvidence, get_policy
+from ahe.rollout.models import RunResults
+from ahe.run_folder.decisions import Attribution, PredictionScore
 
 
 def flips(before: dict[str, float], after: dict[str, float], delta: float) -> tuple[list[str], list[str]]:
@@ -99,70 +44,48 @@ def score(predicted: set[str], actual: set[str], n: int) -> PredictionScore:
     )
 
 
-def _verdict(
-    c: ChangeEntry, improved: set[str], regressed: set[str], unpredicted_reg: list[str], strictness: Strictness
-) -> ChangeVerdict:
-    fixes_ok = [t for t in c.predicted_fixes if t in improved]
-    fixes_missed = [t for t in c.predicted_fixes if t not in improved]
-    risks_hit = [t for t in c.predicted_regressions if t in regressed]
-    holds = bool(fixes_ok)
-    reasons: list[str] = []
-    if c.predicted_fixes and not holds:
-        reasons.append("predicted fix did not improve")
-    if risks_hit:
-        reasons.append("predicted regression of " + ", ".join(risks_hit))
-    blamed = unpredicted_reg if (not holds or strictness == "strict") else []
-    if blamed:
-        reasons.append("unpredicted regression of " + ", ".join(blamed))
-    any_regression = bool(risks_hit or blamed)
-
-    if strictness == "strict":
-        verdict: Verdict = "keep" if holds and not any_regression and not unpredicted_reg else "rollback"
-    elif not holds:
-        verdict = "rollback" if any_regression else "inconclusive"
-    elif strictness == "balanced" and len(risks_hit) > len(fixes_ok):
-        verdict = "rollback"
-        reasons.append(f"{len(risks_hit)} predicted risks happened against {len(fixes_ok)} fixes")
-    else:
-        verdict = "keep"
-    if verdict == "keep":
-        reasons.insert(0, "predicted fix improved: " + ", ".join(fixes_ok))
-    elif verdict == "inconclusive" and not reasons:
-        reasons.append("predicted nothing measurable" if not c.predicted_fixes else "no effect either way")
-    elif verdict == "inconclusive":
-        reasons.append("nothing regressed")
-    return ChangeVerdict(
-        change_id=c.id,
-        commit=c.commit,
-        component=c.component,
-        verdict=verdict,
-        reason="; ".join(reasons),
-        predicted_fixes=list(c.predicted_fixes),
-        fixes_improved=fixes_ok,
-        fixes_not_improved=fixes_missed,
-        predicted_regressions=list(c.predicted_regressions),
-        regressions_happened=risks_hit,
-        unpredicted_regressions=blamed,
-    )
+def task_evidence(before: RunResults, after: RunResults) -> dict[str, TaskEvidence]:
+    """Per-task successes/trials on both sides, for tasks with trials in both iterations."""
+    out = {}
+    for name in sorted(set(before.tasks) & set(after.tasks)):
+        b, a = before.tasks[name], after.tasks[name]
+        if b.trials and a.trials:
+            out[name] = TaskEvidence(task=name, before_rate=b.pass_rate, after_rate=a.pass_rate,
+                                     before_passed=b.passed, before_trials=b.trials,
+                                     after_passed=a.passed, after_trials=a.trials)
+    return out
 
 
 def attribute(
     changes: list[ChangeEntry],
-    before: dict[str, float],
-    after: dict[str, float],
+    before: Mapping[str, float] | RunResults,
+    after: Mapping[str, float] | RunResults,
     *,
     iteration: int,
     delta: float = 0.5,
-    strictness: Strictness = "balanced",
+    strictness: str = "paper",
 ) -> Attribution:
-    """Judge the accepted `changes` of the previous iteration against the flips they caused."""
-    improved, regressed = flips(before, after, delta)
-    n = len(set(before) & set(after))
+    """Judge the accepted `changes` of the previous iteration by the policy `strictness`.
+
+    `before`/`after` are the results of the iterations that evaluated the harness without
+    and with the changes (or, for callers that only have them, pass rates per task).
+    """
+    policy = get_policy(strictness)
+    if isinstance(before, RunResults) and isinstance(after, RunResults):
+        tasks = task_evidence(before, after)
+    else:
+        assert not isinstance(before, RunResults) and not isinstance(after, RunResults)
+        tasks = {t: TaskEvidence(task=t, before_rate=before[t], after_rate=after[t]) for t in sorted(set(before) & set(after))}
+    rate_before = {t: e.before_rate for t, e in tasks.items()}
+    rate_after = {t: e.after_rate for t, e in tasks.items()}
+    improved, regressed = flips(rate_before, rate_after, delta)
+    n = len(tasks)
     pred_fix = {t for c in changes for t in c.predicted_fixes}
     pred_reg = {t for c in changes for t in c.predicted_regressions}
     unpred_imp = [t for t in improved if t not in pred_fix]
     unpred_reg = [t for t in regressed if t not in pred_reg]
-    verdicts = [_verdict(c, set(improved), set(regressed), unpred_reg, strictness) for c in changes]
+    evidence = RoundEvidence(iteration=iteration, delta=delta, tasks=tasks, improved=improved, regressed=regressed,
+                             changes=list(changes), unpredicted_regressions=unpred_reg)
     return Attribution(
         iteration=iteration,
         delta=delta,
@@ -170,9 +93,9 @@ def attribute(
         n_tasks=n,
         improved=improved,
         regressed=regressed,
-        pass_rate_before=before,
-        pass_rate_after=after,
-        changes=verdicts,
+        pass_rate_before=rate_before,
+        pass_rate_after=rate_after,
+        changes=[policy.judge(c, evidence) for c in changes],
         fix_predictions=score(pred_fix, set(improved), n),
         regression_predictions=score(pred_reg, set(regressed), n),
         unpredicted_improvements=unpred_imp,

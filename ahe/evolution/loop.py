@@ -13,35 +13,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 from rich.console import Console
 
 from ahe.config import ExperimentConfig, dump_experiment_config
 from ahe.errors import AheError
-from ahe.evolution.attribution import Attribution, attribute
-from ahe.evolution.records import IterationScore, LoopState, RunFolder, Scores
+from ahe.evolution.phases import (
+    EvolveOutcome,
+    PhaseContext,
+    RolloutOutcome,
+    StopRequested,
+    attribution_phase,
+    debug_phase,
+    evolve_phase,
+    rollback_phase,
+    rollout_phase,
+)
+from ahe.evolution.policies import get_policy
 from ahe.harness.repo import HarnessRepo
-from ahe.evolution.rollback import apply_rollbacks
-from ahe.llm.types import RoleConfig
-from ahe.rollout.models import RunResults
-from ahe.rollout.scheduler import RolloutConfig, run_rollouts
-from ahe.io import atomic_write_json, atomic_write_text
+from ahe.io import atomic_write_text
+from ahe.llm.types import RoleConfig, Usage
+from ahe.run_folder import PHASES, Attribution, IterationScore, LoopState, RollbackReport, RunFolder, Scores
 
 SEED_DEFAULT = Path(__file__).resolve().parents[2] / "harness_workspace"
 
 
-class StopRequested(Exception):
-    """Ctrl-C: the current phase was interrupted; it will be redone on --resume."""
-
-
 class EvolutionLoop:
     def __init__(self, cfg: ExperimentConfig, run_dir: Path, *, console: Console | None = None) -> None:
+        get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
         self.cfg = cfg
         self.run = RunFolder(run_dir)
         self.console = console or Console(stderr=True, quiet=True)
@@ -53,7 +56,7 @@ class EvolutionLoop:
     def prepare(self, *, resume: bool) -> HarnessRepo:
         root = self.run.root
         if resume:
-            if not (root / "loop_state.json").exists():
+            if not self.run.has_state():
                 raise AheError(f"--resume {root}: no loop_state.json there; is it a run folder made by `ahe evolve`?")
             return HarnessRepo(self.run.workspace)
         if root.exists() and any(root.iterdir()):
@@ -64,11 +67,20 @@ class EvolutionLoop:
 
         load_agent(seed)  # a broken seed fails before anything is written
         repo = HarnessRepo.create(self.run.workspace, seed)
-        atomic_write_text(root / "experiment.yaml", dump_experiment_config(self.cfg))
+        atomic_write_text(self.run.experiment_yaml, dump_experiment_config(self.cfg))
         self.run.save_state(LoopState())
         self.run.history(f"- {time.strftime('%Y-%m-%d %H:%M')} started `{self.cfg.name}`: seed {repo.head()[:10]} (tag iter-000), "
                          f"{self.cfg.iterations} iterations, k={self.cfg.k}, tasks {self.cfg.tasks}")
         return repo
+
+    def context(self, repo: HarnessRepo) -> PhaseContext:
+        """What the phases work with; a task source produces its folders here (idempotently)."""
+        from ahe.tasks.sources import resolve_tasks
+
+        return PhaseContext(
+            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=resolve_tasks(self.cfg.tasks, self.run.tasks_source),
+            roles=self.roles, console=self.console, should_stop=lambda: self.stop_requested,
+        )
 
     # ------------------------------------------------------------------ main
     async def run_loop(self, repo: HarnessRepo, role_urls: dict[str, str | None]) -> LoopState:
@@ -76,6 +88,7 @@ class EvolutionLoop:
             base: RoleConfig = getattr(self.cfg.models, role)
             url = role_urls.get(role)
             self.roles[role] = base.model_copy(update={"base_url": url, "model": base.model or "mock"}) if url else base
+        ctx = self.context(repo)
         state = self.run.load_state()
         scores = self.run.load_scores()
         self._elapsed_before = state.elapsed_sec
@@ -83,14 +96,14 @@ class EvolutionLoop:
         try:
             for it in range(1, last + 1):
                 final = it > self.cfg.iterations
-                phases = ("rollout", "attribution", "rollback") if final else ("rollout", "attribution", "rollback", "debug", "evolve")
+                phases = PHASES[:3] if final else PHASES
                 for phase in phases:
                     if state.is_done(it, phase):
                         continue
                     if phase in ("attribution", "rollback") and it == 1:
                         state.mark(it, phase)
                         continue
-                    await self._run_phase(it, phase, repo, state, scores, final=final)
+                    await self._run_phase(ctx, it, phase, state, scores, final=final)
                     state.mark(it, phase)
                     state.elapsed_sec = self._elapsed()
                     self.run.save_state(state)
@@ -115,7 +128,8 @@ class EvolutionLoop:
         return round(getattr(self, "_elapsed_before", 0.0) + time.monotonic() - self._t0, 3)
 
     # ------------------------------------------------------------------ phases
-    async def _run_phase(self, it: int, phase: str, repo: HarnessRepo, state: LoopState, scores: Scores, *, final: bool) -> None:
+    async def _run_phase(self, ctx: PhaseContext, it: int, phase: str, state: LoopState, scores: Scores, *, final: bool) -> None:
+        repo = ctx.repo
         key = f"{it:03d}/{phase}"
         if key in state.phase_base:  # a half-finished phase: back to where it started
             repo.discard_uncommitted()
@@ -127,7 +141,22 @@ class EvolutionLoop:
         _maybe_kill_self(key)
         self.console.print(f"[bold]iteration {it}{' (final evaluation)' if final else ''}[/] — {phase}")
         t0 = time.monotonic()
-        await getattr(self, f"_phase_{phase}")(it, repo, scores, final=final)
+        if phase == "rollout":
+            self._record_rollout(scores, it, await rollout_phase(ctx, it), repo, final=final)
+        elif phase == "attribution":
+            self._record_attribution(it, attribution_phase(ctx, it))
+        elif phase == "rollback":
+            self._record_rollback(scores, it, ctx.run.iteration(it).attribution(), rollback_phase(ctx, it))
+            if final:
+                repo.tag("final")
+        elif phase == "debug":
+            self._add_usage(scores, it, "debugger", await debug_phase(ctx, it))
+        elif phase == "evolve":
+            outcome = await evolve_phase(ctx, it)
+            self._add_usage(scores, it, "evolve", outcome.usage)
+            self._record_evolve(it, outcome, repo.head())
+        else:
+            raise AssertionError(f"unknown phase {phase!r}")
         took = round(time.monotonic() - t0, 3)
         score = scores.get(it)
         if score is not None:
@@ -136,39 +165,8 @@ class EvolutionLoop:
             self.run.save_scores(scores)
         self.run.event("phase_end", iteration=it, phase=phase, duration_sec=took)
 
-    async def _phase_rollout(self, it: int, repo: HarnessRepo, scores: Scores, *, final: bool) -> None:
-        d = self.run.iteration(it)
-        tag = f"iter-{it - 1:03d}"
-        commit = repo.tag_commit(tag) or repo.head()
-        atomic_write_json(d / "harness.json", {"iteration": it, "evaluates": tag, "commit": commit})
-        cfg = RolloutConfig(
-            tasks_dir=self.cfg.tasks,
-            workspace=self.run.workspace,
-            include=self.cfg.include,
-            k=self.cfg.k,
-            concurrency=self.cfg.concurrency,
-            agent_role=self.roles["agent"],
-            sandbox=self.cfg.sandbox,
-            isolation=self.cfg.isolation,
-            retry_infra=self.cfg.retry_infra,
-            pass_threshold=self.cfg.pass_threshold,
-            agent_timeout_sec=self.cfg.agent_timeout_sec,
-        )
-        progress = None
-        if not self.console.quiet:
-            from ahe.rollout.display import Progress
-            from ahe.rollout.scheduler import plan_rollouts
-
-            plan = plan_rollouts(cfg, d)
-            progress = Progress(len(plan.specs), cfg.concurrency, self.console, already_done=len(plan.done))
-        with progress or contextlib.nullcontext():
-            results = await run_rollouts(
-                cfg, d, on_event=progress.on_event if progress else None, should_stop=lambda: self.stop_requested
-            )
-        if self.stop_requested:
-            raise StopRequested()
-        # harness.json of the rollout scheduler names the workspace; keep ours (the evaluated commit)
-        atomic_write_json(d / "harness.json", {"iteration": it, "evaluates": tag, "commit": commit, "workspace": str(self.run.workspace)})
+    def _record_rollout(self, scores: Scores, it: int, out: RolloutOutcome, repo: HarnessRepo, *, final: bool) -> None:
+        results, commit, tag = out.results, out.commit, out.tag
         score = IterationScore(
             iteration=it,
             harness_commit=commit,
@@ -194,29 +192,7 @@ class EvolutionLoop:
             f"infra errors {results.infra_errors}; best so far: iteration {scores.best_iteration} ({scores.best_pass_at_1:.3f})"
         )
 
-    def _results(self, it: int) -> RunResults:
-        return RunResults.model_validate_json((self.run.iteration(it) / "results.json").read_text())
-
-    def _manifest_changes(self, it: int) -> list[Any]:
-        from ahe.harness.manifest import Manifest
-
-        p = self.run.iteration(it) / "evolve" / "manifest.json"
-        if not p.exists():
-            return []
-        return Manifest.model_validate_json(p.read_text()).accepted()
-
-    async def _phase_attribution(self, it: int, repo: HarnessRepo, scores: Scores, *, final: bool) -> None:
-        before = {t: s.pass_rate for t, s in self._results(it - 1).tasks.items() if s.trials}
-        after = {t: s.pass_rate for t, s in self._results(it).tasks.items() if s.trials}
-        att = attribute(
-            self._manifest_changes(it - 1),
-            before,
-            after,
-            iteration=it,
-            delta=self.cfg.attribution.delta,
-            strictness=self.cfg.attribution.strictness,
-        )
-        atomic_write_json(self.run.iteration(it) / "attribution.json", json.loads(att.model_dump_json()))
+    def _record_attribution(self, it: int, att: Attribution) -> None:
         for v in att.changes:
             self.run.event("decision", iteration=it, change=v.change_id, verdict=v.verdict, reason=v.reason)
         fp, rp = att.fix_predictions, att.regression_predictions
@@ -227,12 +203,9 @@ class EvolutionLoop:
             f"regression precision {_pct(rp.precision)} recall {_pct(rp.recall)}"
         )
 
-    async def _phase_rollback(self, it: int, repo: HarnessRepo, scores: Scores, *, final: bool) -> None:
-        att = Attribution.model_validate_json((self.run.iteration(it) / "attribution.json").read_text())
-        report = apply_rollbacks(repo, att)
-        atomic_write_json(self.run.iteration(it) / "rollback.json", json.loads(report.model_dump_json()))
+    def _record_rollback(self, scores: Scores, it: int, att: Attribution | None, report: RollbackReport) -> None:
         score = scores.get(it)
-        if score is not None:
+        if score is not None and att is not None:
             score.kept = [v.change_id for v in att.changes if v.verdict != "rollback"]
             score.rolled_back = [r.change_id for r in report.rolled_back if r.revert_commit]
             scores.upsert(score)
@@ -241,40 +214,9 @@ class EvolutionLoop:
             self.run.event("rollback", iteration=it, change=r.change_id, commit=r.commit, revert_commit=r.revert_commit, error=r.error)
             what = f"reverted by {r.revert_commit[:10]} ({r.method})" if r.revert_commit else f"could not be reverted: {r.error}"
             self.run.history(f"  - rolled back {r.change_id} ({r.commit[:10]}): {r.reason}; {what}")
-        if final:
-            repo.tag("final")
 
-    async def _phase_debug(self, it: int, repo: HarnessRepo, scores: Scores, *, final: bool) -> None:
-        if not self.cfg.debugger.enabled:
-            return
-        from debugger import run_debug_phase
-
-        summary = await run_debug_phase(
-            self.run.iteration(it),
-            previous_dir=self.run.iteration(it - 1) if it > 1 else None,
-            role=self.roles["debugger"],
-            concurrency=self.cfg.debugger.concurrency,
-            use_agent=self.cfg.debugger.use_agent,
-        )
-        usage = getattr(summary, "usage", None)
-        self._add_usage(scores, it, "debugger", usage)
-
-    async def _phase_evolve(self, it: int, repo: HarnessRepo, scores: Scores, *, final: bool) -> None:
-        from evolve_agent import EvolveLimits, run_evolve_phase
-
-        out = self.run.iteration(it) / "evolve"
-        manifest = await run_evolve_phase(
-            repo=repo,
-            experiment_dir=self.run.root,
-            iteration=it,
-            out_dir=out,
-            role=self.roles["evolve"],
-            tasks_dir=self.cfg.tasks,
-            limits=EvolveLimits(max_turns=self.cfg.evolve.max_turns, wall_clock_sec=self.cfg.evolve.wall_clock_sec),
-        )
-        repo.discard_uncommitted()
-        repo.tag(f"iter-{it:03d}")
-        self._add_usage(scores, it, "evolve", _trajectory_usage(out / "trajectory.json"))
+    def _record_evolve(self, it: int, outcome: EvolveOutcome, head: str) -> None:
+        manifest = outcome.manifest
         accepted = [c for c in manifest.changes if c.status == "accepted"]
         rejected = [c for c in manifest.changes if c.status == "rejected"]
         self.run.history(
@@ -282,20 +224,16 @@ class EvolutionLoop:
             + "".join(f"\n    - {c.id} [{c.component}] {c.summary} — predicts fixes {c.predicted_fixes or '-'}, "
                       f"risks {c.predicted_regressions or '-'} ({(c.commit or '')[:10]})" for c in accepted)
             + (f"; {len(rejected)} rejected by the gate: " + ", ".join(f"{c.id} ({'; '.join(c.gate_errors)[:200]})" for c in rejected) if rejected else "")
-            + f"; harness tagged iter-{it:03d} ({repo.head()[:10]})"
+            + f"; harness tagged iter-{it:03d} ({head[:10]})"
         )
 
     # ------------------------------------------------------------------ budgets
-    def _add_usage(self, scores: Scores, it: int, role: str, usage: Any) -> None:
+    def _add_usage(self, scores: Scores, it: int, role: str, usage: Usage | None) -> None:
         score = scores.get(it)
         if score is None or usage is None:
             return
-        tokens = getattr(usage, "total_tokens", None)
-        if tokens is None and isinstance(usage, dict):
-            tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        cost = getattr(usage, "cost_usd", None) if not isinstance(usage, dict) else usage.get("cost_usd")
-        score.tokens[role] = score.tokens.get(role, 0) + int(tokens or 0)
-        score.cost_usd[role] = score.cost_usd.get(role, 0.0) + float(cost or 0.0)
+        score.tokens[role] = score.tokens.get(role, 0) + usage.total_tokens
+        score.cost_usd[role] = score.cost_usd.get(role, 0.0) + float(usage.cost_usd or 0.0)
         scores.upsert(score)
         self.run.save_scores(scores)
 
@@ -333,18 +271,6 @@ def _maybe_kill_self(phase_key: str) -> None:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def _trajectory_usage(path: Path) -> dict[str, Any] | None:
-    try:
-        fm = json.loads(path.read_text()).get("final_metrics") or {}
-    except (OSError, ValueError):
-        return None
-    return {
-        "prompt_tokens": fm.get("total_prompt_tokens", 0),
-        "completion_tokens": fm.get("total_completion_tokens", 0),
-        "cost_usd": fm.get("total_cost_usd"),
-    }
 
 
 @contextlib.contextmanager

@@ -2,27 +2,8 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
-
-from ahe.evolution.attribution import Attribution
+from ahe.run_folder.decisions import Attribution, RollbackRecord, RollbackReport
 from ahe.harness.repo import HarnessRepo
-
-
-class RollbackRecord(BaseModel):
-    change_id: str
-    commit: str  # the change's own commit
-    revert_commit: str | None = None
-    method: str | None = None  # "git revert" or "restore files"
-    files: list[str] = Field(default_factory=list)
-    reason: str
-    error: str | None = None
-
-
-class RollbackReport(BaseModel):
-    iteration: int
-    base_head: str
-    head: str
-    rolled_back: list[RollbackRecord] = Field(default_factory=list)
 
 
 def apply_rollbacks(repo: HarnessRepo, attribution: Attribution) -> RollbackReport:

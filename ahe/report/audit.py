@@ -17,57 +17,29 @@ from pathlib import Path
 from typing import Any, get_args
 
 from ahe.errors import AheError
-from ahe.harness.manifest import Component
+from ahe.harness.manifest import ChangeEntry, Component, Manifest
+from ahe.run_folder import Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 
 PENDING = "pending"
 COMPONENTS = get_args(Component)  # the manifest's component classes, in their order
 VERDICT_COLUMNS = ("kept", "rolled_back", "inconclusive", "rejected", "pending")
 
 
-def _read_json(path: Path) -> Any | None:
-    """The file's JSON, or None when it is missing or half written (a run still going)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def _iterations(run: Path) -> list[int]:
-    root = run / "iterations"
-    if not root.is_dir():
-        return []
-    return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit())
-
-
-def _outcome(task: str, att: dict | None) -> str:
+def _outcome(task: str, att: Attribution | None) -> str:
     """What happened to a predicted task in the attribution that judged its change."""
     if att is None:
         return PENDING
-    if task in att.get("improved", []):
+    if task in att.improved:
         return "improved"
-    if task in att.get("regressed", []):
+    if task in att.regressed:
         return "regressed"
-    before, after = att.get("pass_rate_before", {}), att.get("pass_rate_after", {})
-    if task not in before or task not in after:
+    if task not in att.pass_rate_before or task not in att.pass_rate_after:
         return "not evaluated"
     return "no change"
 
 
-def _manifest(it_dir: Path) -> tuple[dict | None, bool]:
-    """(manifest, partial): the final manifest, else the partial one of a running phase."""
-    m = _read_json(it_dir / "evolve" / "manifest.json")
-    if m is not None:
-        return m, False
-    return _read_json(it_dir / "evolve" / "manifest.partial.json"), True
-
-
-def _pred_block(score: dict | None) -> dict | None:
-    if score is None:
-        return None
-    keys = ("predicted", "actual", "hits", "precision", "recall", "random_precision", "random_recall")
-    return {k: score.get(k) for k in keys}
+def _pred_block(score: PredictionScore | None) -> dict | None:
+    return None if score is None else score.model_dump()
 
 
 def pooled(scores: list[dict], n_tasks: list[int]) -> dict:
@@ -96,104 +68,95 @@ def pooled(scores: list[dict], n_tasks: list[int]) -> dict:
     }
 
 
+def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None, rb: RollbackReport | None) -> dict:
+    """One change of iteration `it`, with what iteration it+1's attribution made of it."""
+    v = next((x for x in (att.changes if att else []) if x.change_id == c.id), None)
+    r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == c.id), None)
+    if c.status == "rejected":
+        verdict, reason = "rejected", "; ".join(c.gate_errors) or "rejected by the validation gate"
+    elif c.status != "accepted" or partial:
+        verdict, reason = PENDING, "evolve phase not finished"
+    elif v is not None:
+        verdict, reason = v.verdict, v.reason
+    else:
+        verdict, reason = PENDING, f"not judged yet (iterations/{it + 1:03d}/attribution.json is missing)"
+    judged = att if verdict not in (PENDING, "rejected") else None
+    return {
+        "iteration": it,
+        "id": c.id,
+        "kind": c.kind,
+        "component": c.component,
+        "files": list(c.files),
+        "summary": c.summary,
+        "status": c.status,
+        "commit": c.commit,
+        "predicted_fixes": {t: _outcome(t, judged) if judged else PENDING for t in c.predicted_fixes},
+        "predicted_regressions": {t: _outcome(t, judged) if judged else PENDING for t in c.predicted_regressions},
+        "unpredicted_regressions_blamed": list(v.unpredicted_regressions) if v else [],
+        "verdict": verdict,
+        "reason": reason,
+        "rollback_commit": r.revert_commit if r else None,
+        "rollback_method": r.method if r else None,
+        "rollback_error": r.error if r else None,
+    }
+
+
+def _iteration_row(run: RunFolder, it: int, scores: Scores, state: LoopState, changes: list[dict],
+                   manifest: Manifest | None, partial: bool, att: Attribution | None) -> dict:
+    """One iteration: its score, its manifest's state, and how iteration it+1 judged it."""
+    sc = scores.get(it)
+    own_att = run.iteration(it).attribution()  # this iteration judging it-1's changes
+    final = bool(sc and sc.final)
+    return {
+        "iteration": it,
+        "pass_at_1": sc.pass_at_1 if sc else None,
+        "evaluated_tag": sc.harness_tag if sc else None,
+        "phases_done": state.done.get(f"{it:03d}", []),
+        "final_evaluation": final,
+        "manifest": ("none (final evaluation)" if final else "missing") if manifest is None else ("partial" if partial else "final"),
+        "changes": changes,
+        # judgement of THIS iteration's changes, made by iteration it+1
+        "judged_by": it + 1 if att is not None else None,
+        "improved": att.improved if att else None,
+        "regressed": att.regressed if att else None,
+        "n_tasks": att.n_tasks if att else None,
+        "fix_predictions": _pred_block(att.fix_predictions if att else None),
+        "regression_predictions": _pred_block(att.regression_predictions if att else None),
+        "unpredicted_improvements": att.unpredicted_improvements if att else None,
+        "unpredicted_regressions": att.unpredicted_regressions if att else None,
+        "attribution_file": str(run.iteration(it + 1).attribution_json.relative_to(run.root)) if att is not None else None,
+        # flips measured by this iteration's own attribution (of iteration it-1's changes)
+        "evaluated_flips": None if own_att is None else {"improved": own_att.improved, "regressed": own_att.regressed},
+    }
+
+
 def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
     """The audit of a run folder as a JSON-able dict (what `ahe audit --json` prints)."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        raise AheError(f"{run}: no such run folder; give the folder `ahe evolve` wrote (runs/<name>)")
-    if not (run / "iterations").is_dir() and not (run / "scores.json").exists():
-        raise AheError(f"{run}: not a run folder (no iterations/ and no scores.json); give the folder `ahe evolve` wrote")
-    its = _iterations(run)
+    if not Path(run_dir).is_dir():
+        raise AheError(f"{run_dir}: no such run folder; give the folder `ahe evolve` wrote (runs/<name>)")
+    run = RunFolder(run_dir)
+    if not run.iterations_dir.is_dir() and not run.scores_json.exists():
+        raise AheError(f"{run_dir}: not a run folder (no iterations/ and no scores.json); give the folder `ahe evolve` wrote")
+    its = run.iterations()
     if iteration is not None and iteration not in its:
-        raise AheError(f"--iteration {iteration}: {run} has no iterations/{iteration:03d} (it has {', '.join(map(str, its)) or 'none'})")
-    scores = _read_json(run / "scores.json") or {}
-    state = _read_json(run / "loop_state.json") or {}
+        raise AheError(f"--iteration {iteration}: {run_dir} has no iterations/{iteration:03d} (it has {', '.join(map(str, its)) or 'none'})")
+    scores, state = run.load_scores(), run.load_state()
     out_iters: list[dict] = []
     components = {c: {k: 0 for k in ("changes", *VERDICT_COLUMNS)} for c in COMPONENTS}
     fix_scores, reg_scores, n_list = [], [], []
-
     for it in its:
-        it_dir = run / "iterations" / f"{it:03d}"
-        manifest, partial = _manifest(it_dir)
-        judge_dir = run / "iterations" / f"{it + 1:03d}"
-        att = _read_json(judge_dir / "attribution.json")
-        rb = _read_json(judge_dir / "rollback.json")
-        own_att = _read_json(it_dir / "attribution.json")  # this iteration judging it-1's changes
-        verdicts = {c["change_id"]: c for c in (att or {}).get("changes", [])}
-        rollbacks = {r["change_id"]: r for r in (rb or {}).get("rolled_back", [])}
-        changes = []
-        for c in (manifest or {}).get("changes", []):
-            status = c.get("status", "recorded")
-            v = verdicts.get(c["id"])
-            r = rollbacks.get(c["id"])
-            if status == "rejected":
-                verdict, reason = "rejected", "; ".join(c.get("gate_errors") or []) or "rejected by the validation gate"
-            elif status != "accepted" or partial:
-                verdict, reason = PENDING, "evolve phase not finished"
-            elif v is not None:
-                verdict, reason = v["verdict"], v["reason"]
-            else:
-                verdict, reason = PENDING, f"not judged yet (iterations/{it + 1:03d}/attribution.json is missing)"
-            judged = att if verdict not in (PENDING, "rejected") else None
-            changes.append(
-                {
-                    "iteration": it,
-                    "id": c["id"],
-                    "kind": c.get("kind"),
-                    "component": c.get("component"),
-                    "files": c.get("files", []),
-                    "summary": c.get("summary"),
-                    "status": status,
-                    "commit": c.get("commit"),
-                    "predicted_fixes": {t: _outcome(t, judged) if judged else PENDING for t in c.get("predicted_fixes", [])},
-                    "predicted_regressions": {
-                        t: _outcome(t, judged) if judged else PENDING for t in c.get("predicted_regressions", [])
-                    },
-                    "unpredicted_regressions_blamed": (v or {}).get("unpredicted_regressions", []),
-                    "verdict": verdict,
-                    "reason": reason,
-                    "rollback_commit": (r or {}).get("revert_commit"),
-                    "rollback_method": (r or {}).get("method"),
-                    "rollback_error": (r or {}).get("error"),
-                }
-            )
-            comp = components.setdefault(c.get("component") or "?", {k: 0 for k in ("changes", *VERDICT_COLUMNS)})
+        manifest, partial = run.iteration(it).manifest()
+        att, rb = run.iteration(it + 1).attribution(), run.iteration(it + 1).rollback()
+        changes = [_change_row(it, c, partial, att, rb) for c in (manifest.changes if manifest else [])]
+        for row in changes:
+            comp = components.setdefault(row["component"] or "?", {k: 0 for k in ("changes", *VERDICT_COLUMNS)})
             comp["changes"] += 1
-            comp[{"keep": "kept", "rollback": "rolled_back"}.get(verdict, verdict)] += 1
-        judged_changes = bool(att and att.get("changes"))
-        if judged_changes:
-            fix_scores.append(att["fix_predictions"])
-            reg_scores.append(att["regression_predictions"])
-            n_list.append(att.get("n_tasks", 0))
-        sc = next((s for s in scores.get("iterations", []) if s.get("iteration") == it), None)
-        done = state.get("done", {}).get(f"{it:03d}", [])
-        out_iters.append(
-            {
-                "iteration": it,
-                "pass_at_1": (sc or {}).get("pass_at_1"),
-                "evaluated_tag": (sc or {}).get("harness_tag"),
-                "phases_done": done,
-                "final_evaluation": bool((sc or {}).get("final")),
-                "manifest": ("none (final evaluation)" if (sc or {}).get("final") else "missing")
-                if manifest is None
-                else ("partial" if partial else "final"),
-                "changes": changes,
-                # judgement of THIS iteration's changes, made by iteration it+1
-                "judged_by": it + 1 if att is not None else None,
-                "improved": (att or {}).get("improved"),
-                "regressed": (att or {}).get("regressed"),
-                "n_tasks": (att or {}).get("n_tasks"),
-                "fix_predictions": _pred_block((att or {}).get("fix_predictions")),
-                "regression_predictions": _pred_block((att or {}).get("regression_predictions")),
-                "unpredicted_improvements": (att or {}).get("unpredicted_improvements"),
-                "unpredicted_regressions": (att or {}).get("unpredicted_regressions"),
-                "attribution_file": str((judge_dir / "attribution.json").relative_to(run)) if att is not None else None,
-                # flips measured by this iteration's own attribution (of iteration it-1's changes)
-                "evaluated_flips": None
-                if own_att is None
-                else {"improved": own_att.get("improved", []), "regressed": own_att.get("regressed", [])},
-            }
-        )
+            comp[{"keep": "kept", "rollback": "rolled_back"}.get(row["verdict"], row["verdict"])] += 1
+        if att is not None and att.changes:
+            fix_scores.append(att.fix_predictions.model_dump())
+            reg_scores.append(att.regression_predictions.model_dump())
+            n_list.append(att.n_tasks)
+        out_iters.append(_iteration_row(run, it, scores, state, changes, manifest, partial, att))
 
     components = {k: v for k, v in components.items() if v["changes"]}
     for v in components.values():
@@ -201,11 +164,11 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         v["keep_rate"] = v["kept"] / decided if decided else None
     shown = [i for i in out_iters if iteration is None or i["iteration"] == iteration]
     return {
-        "run_dir": str(run.resolve()),
-        "finished": bool(state.get("finished")),
-        "stopped": state.get("stopped"),
-        "best_iteration": scores.get("best_iteration"),
-        "best_pass_at_1": scores.get("best_pass_at_1"),
+        "run_dir": str(run.root),
+        "finished": state.finished,
+        "stopped": state.stopped,
+        "best_iteration": scores.best_iteration,
+        "best_pass_at_1": scores.best_pass_at_1,
         "iterations": shown,
         "overall": {
             "method": "pooled (micro-average) over iterations whose changes were judged by an attribution "

@@ -17,7 +17,35 @@ from ahe.sandbox.registry import SandboxName
 ErrorClass = Literal["infra", "agent_timeout", "verifier_error"]
 
 
-class TrialSpec(BaseModel):
+class TrialSettings(BaseModel):
+    """How every trial of a rollout runs: the one source these settings come from (config →
+    RolloutConfig → TrialSpec copy them by inheritance, never field by field)."""
+
+    sandbox: SandboxName = "local"
+    isolation: Literal["auto", "bwrap", "none"] = "auto"
+    pass_threshold: float = 1.0
+    agent_timeout_sec: float | None = None  # overrides task.toml when set
+    verifier_timeout_sec: float | None = None
+    keep_app: bool = False  # keep the trial's /app folder after grading
+
+
+class RolloutSettings(TrialSettings):
+    """What the scheduler needs on top: which tasks, how many trials, how many at once."""
+
+    include: list[str] = Field(default_factory=list)  # task names or globs; empty = all
+    k: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    retry_infra: int = Field(default=0, ge=0)
+
+    def trial_settings(self) -> dict:
+        """The `TrialSettings` fields of these settings, to build a `TrialSpec` from."""
+        return {name: getattr(self, name) for name in TrialSettings.model_fields}
+
+    def rollout_settings(self) -> dict:
+        return {name: getattr(self, name) for name in RolloutSettings.model_fields}
+
+
+class TrialSpec(TrialSettings):
     """Everything needed to run one trial, serializable so a remote executor can run it."""
 
     task_dir: Path
@@ -26,12 +54,6 @@ class TrialSpec(BaseModel):
     trial_dir: Path
     workspace: Path
     agent_role: RoleConfig = Field(default_factory=RoleConfig)
-    sandbox: SandboxName = "local"
-    isolation: Literal["auto", "bwrap", "none"] = "auto"
-    pass_threshold: float = 1.0
-    agent_timeout_sec: float | None = None  # overrides task.toml when set
-    verifier_timeout_sec: float | None = None
-    keep_app: bool = False  # keep the trial's /app folder after grading
     attempt: int = 1
 
 

@@ -17,7 +17,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -25,27 +25,18 @@ from ahe.errors import AheError
 from ahe.llm.types import RoleConfig
 from ahe.rollout.executor import AsyncioExecutor, Executor, OnEvent
 from ahe.rollout.metrics import summarize
-from ahe.rollout.models import RunResults, TrialResult, TrialSpec
+from ahe.rollout.models import RolloutSettings, RunResults, TrialResult, TrialSpec
 from ahe.rollout.trial import load_result
-from ahe.sandbox.registry import SandboxName
 from ahe.runtime.trace import EventLog
 from ahe.io import atomic_write_json
 
 
-class RolloutConfig(BaseModel):
+class RolloutConfig(RolloutSettings):
+    """One rollout: the settings, plus the tasks, the harness and the agent's model."""
+
     tasks_dir: Path
     workspace: Path
-    include: list[str] = Field(default_factory=list)  # task names or globs; empty = all
-    k: int = Field(default=1, ge=1)
-    concurrency: int = Field(default=4, ge=1)
     agent_role: RoleConfig = Field(default_factory=RoleConfig)
-    sandbox: SandboxName = "local"
-    isolation: Literal["auto", "bwrap", "none"] = "auto"
-    retry_infra: int = Field(default=0, ge=0)
-    pass_threshold: float = 1.0
-    agent_timeout_sec: float | None = None
-    verifier_timeout_sec: float | None = None
-    keep_app: bool = False
 
 
 class Plan(BaseModel):
@@ -93,18 +84,13 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
                 continue
             specs.append(
                 TrialSpec(
+                    **cfg.trial_settings(),
                     task_dir=task.path,
                     task_name=task.name,
                     trial=n,
                     trial_dir=tdir,
                     workspace=cfg.workspace.resolve(),
                     agent_role=cfg.agent_role,
-                    sandbox=cfg.sandbox,
-                    isolation=cfg.isolation,
-                    pass_threshold=cfg.pass_threshold,
-                    agent_timeout_sec=cfg.agent_timeout_sec,
-                    verifier_timeout_sec=cfg.verifier_timeout_sec,
-                    keep_app=cfg.keep_app,
                     attempt=(prev.attempt + 1) if prev is not None else 1,
                 )
             )

@@ -1,16 +1,10 @@
-"""The run folder's bookkeeping: loop state (for resume), scores.json, history.md, events."""
+"""Schemas of the run-level bookkeeping files: loop_state.json (resume) and scores.json."""
 
 from __future__ import annotations
-
-import json
-import time
-from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ahe.runtime.trace import now_iso
-from ahe.io import atomic_write_json, atomic_write_text
 
 PHASES = ("rollout", "attribution", "rollback", "debug", "evolve")
 
@@ -78,45 +72,3 @@ class Scores(BaseModel):
         tokens["total"] = sum(v for k, v in tokens.items() if k != "total")
         cost["total"] = sum(v for k, v in cost.items() if k != "total")
         return {"tokens": tokens, "cost_usd": cost}
-
-
-class RunFolder:
-    """Paths and atomic reads/writes of one experiment's run folder (DESIGN.md §7)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root).resolve()
-
-    @property
-    def workspace(self) -> Path:
-        return self.root / "workspace"
-
-    def iteration(self, it: int) -> Path:
-        return self.root / "iterations" / f"{it:03d}"
-
-    def load_state(self) -> LoopState:
-        p = self.root / "loop_state.json"
-        return LoopState.model_validate_json(p.read_text()) if p.exists() else LoopState()
-
-    def save_state(self, state: LoopState) -> None:
-        atomic_write_json(self.root / "loop_state.json", json.loads(state.model_dump_json()))
-
-    def load_scores(self) -> Scores:
-        p = self.root / "scores.json"
-        return Scores.model_validate_json(p.read_text()) if p.exists() else Scores()
-
-    def save_scores(self, scores: Scores) -> None:
-        data = json.loads(scores.model_dump_json())
-        data["totals"] = scores.totals()
-        atomic_write_json(self.root / "scores.json", data)
-
-    def history(self, line: str) -> None:
-        """Append to history.md (human-readable; the evolve agent reads it too)."""
-        p = self.root / "history.md"
-        if not p.exists():
-            atomic_write_text(p, "# History of the evolution\n\n")
-        with open(p, "a", encoding="utf-8") as f:
-            f.write(line.rstrip() + "\n")
-
-    def event(self, type_: str, **data: Any) -> None:
-        with open(self.root / "events.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps({"ts": round(time.time(), 3), "type": type_, **data}, default=str) + "\n")

@@ -1,0 +1,171 @@
+"""The five phases of one iteration (DESIGN.md §1), each a function with a typed result.
+
+    rollout → attribution (t ≥ 2) → rollback (t ≥ 2) → debug → evolve
+
+A phase reads and writes the run folder through `PhaseContext.run` and returns what the loop
+needs for its bookkeeping (scores, history, events, budgets), usage included. The loop
+(`ahe.evolution.loop`) calls them explicitly, one per step, and owns resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console
+
+from ahe.config import ExperimentConfig
+from ahe.evolution.attribution import attribute
+from ahe.evolution.rollback import apply_rollbacks
+from ahe.harness.manifest import ChangeEntry, Manifest
+from ahe.harness.repo import HarnessRepo
+from ahe.llm.types import RoleConfig, Usage
+from ahe.rollout.models import RunResults
+from ahe.rollout.scheduler import RolloutConfig, run_rollouts
+from ahe.run_folder import Attribution, HarnessRef, RollbackReport, RunFolder, write_model
+
+
+class StopRequested(Exception):
+    """Ctrl-C: the current phase was interrupted; it will be redone on --resume."""
+
+
+@dataclass
+class PhaseContext:
+    """What every phase works with: the config, the run folder, the harness repository."""
+
+    cfg: ExperimentConfig
+    run: RunFolder
+    repo: HarnessRepo
+    tasks_dir: Path  # the resolved task folder (a task source may have produced it)
+    roles: dict[str, RoleConfig] = field(default_factory=dict)
+    console: Console = field(default_factory=lambda: Console(stderr=True, quiet=True))
+    should_stop: Callable[[], bool] = lambda: False
+
+
+class RolloutOutcome(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    tag: str  # the harness tag evaluated (iter-{t-1})
+    commit: str
+    results: RunResults
+
+
+class EvolveOutcome(BaseModel):
+    manifest: Manifest
+    usage: Usage
+
+
+def rollout_config(ctx: PhaseContext) -> RolloutConfig:
+    """The rollout of the live workspace under the experiment's rollout settings."""
+    return RolloutConfig(
+        **ctx.cfg.rollout_settings(),
+        tasks_dir=ctx.tasks_dir,
+        workspace=ctx.run.workspace,
+        agent_role=ctx.roles["agent"],
+    )
+
+
+async def rollout_phase(ctx: PhaseContext, it: int) -> RolloutOutcome:
+    """k trials per task of H_{t-1} (tag iter-{t-1}) into iterations/NNN/rollouts."""
+    d = ctx.run.iteration(it)
+    tag = f"iter-{it - 1:03d}"
+    commit = ctx.repo.tag_commit(tag) or ctx.repo.head()
+    write_model(d.harness_json, HarnessRef(iteration=it, evaluates=tag, commit=commit))
+    cfg = rollout_config(ctx)
+    progress = None
+    if not ctx.console.quiet:
+        from ahe.rollout.display import Progress
+        from ahe.rollout.scheduler import plan_rollouts
+
+        plan = plan_rollouts(cfg, d.root)
+        progress = Progress(len(plan.specs), cfg.concurrency, ctx.console, already_done=len(plan.done))
+    with progress or contextlib.nullcontext():
+        results = await run_rollouts(
+            cfg, d.root, on_event=progress.on_event if progress else None, should_stop=ctx.should_stop
+        )
+    if ctx.should_stop():
+        raise StopRequested()
+    # the scheduler's harness.json names the workspace; keep ours (the evaluated commit) with it
+    write_model(d.harness_json, HarnessRef(iteration=it, evaluates=tag, commit=commit, workspace=str(ctx.run.workspace)))
+    return RolloutOutcome(tag=tag, commit=commit, results=results)
+
+
+def _results(ctx: PhaseContext, it: int) -> RunResults:
+    results = ctx.run.iteration(it).results()
+    if results is None:
+        raise RuntimeError(f"{ctx.run.iteration(it).results_json}: missing or unreadable; the rollout of iteration {it} did not finish")
+    return results
+
+
+def accepted_changes(ctx: PhaseContext, it: int) -> list[ChangeEntry]:
+    """The changes of iteration `it` that passed the gate (none when it made no manifest)."""
+    manifest, partial = ctx.run.iteration(it).manifest()
+    return [] if manifest is None or partial else manifest.accepted()
+
+
+def attribution_phase(ctx: PhaseContext, it: int) -> Attribution:
+    """Judge the changes of iteration t-1 by what flipped between t-1 and t."""
+    att = attribute(
+        accepted_changes(ctx, it - 1),
+        _results(ctx, it - 1),
+        _results(ctx, it),
+        iteration=it,
+        delta=ctx.cfg.attribution.delta,
+        strictness=ctx.cfg.attribution.strictness,
+    )
+    write_model(ctx.run.iteration(it).attribution_json, att)
+    return att
+
+
+def rollback_phase(ctx: PhaseContext, it: int) -> RollbackReport:
+    """Revert, by git, every change the attribution of iteration t judged `rollback`."""
+    att = ctx.run.iteration(it).attribution()
+    if att is None:
+        raise RuntimeError(f"{ctx.run.iteration(it).attribution_json}: missing or unreadable")
+    report = apply_rollbacks(ctx.repo, att)
+    write_model(ctx.run.iteration(it).rollback_json, report)
+    return report
+
+
+async def debug_phase(ctx: PhaseContext, it: int) -> Usage | None:
+    """Corpus, facts, per-task reports and the overview of iteration t; the debugger's usage."""
+    if not ctx.cfg.debugger.enabled:
+        return None
+    from debugger import run_debug_phase
+
+    summary = await run_debug_phase(
+        ctx.run.iteration(it).root,
+        previous_dir=ctx.run.iteration(it - 1).root if it > 1 else None,
+        role=ctx.roles["debugger"],
+        concurrency=ctx.cfg.debugger.concurrency,
+        use_agent=ctx.cfg.debugger.use_agent,
+    )
+    u = summary.usage or {}
+    return Usage(
+        prompt_tokens=int(u.get("prompt_tokens", 0)),
+        completion_tokens=int(u.get("completion_tokens", 0)),
+        cached_tokens=int(u.get("cached_tokens", 0)),
+        reasoning_tokens=int(u.get("reasoning_tokens", 0)),
+        cost_usd=u.get("cost_usd"),
+    )
+
+
+async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
+    """The evolve agent edits the harness (each change validated and committed); tag iter-t."""
+    from evolve_agent import EvolveLimits, run_evolve_phase
+
+    manifest = await run_evolve_phase(
+        repo=ctx.repo,
+        experiment_dir=ctx.run.root,
+        iteration=it,
+        out_dir=ctx.run.iteration(it).evolve,
+        role=ctx.roles["evolve"],
+        tasks_dir=ctx.tasks_dir,
+        limits=EvolveLimits(max_turns=ctx.cfg.evolve.max_turns, wall_clock_sec=ctx.cfg.evolve.wall_clock_sec),
+    )
+    ctx.repo.discard_uncommitted()
+    ctx.repo.tag(f"iter-{it:03d}")
+    return EvolveOutcome(manifest=manifest, usage=Usage.model_validate(manifest.usage or {}))

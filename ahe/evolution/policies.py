@@ -1,0 +1,149 @@
+"""Verdict policies: how a change's evidence becomes keep, rollback or inconclusive.
+
+One method, in the spirit of GEPA's `AcceptanceCriterion`: a policy looks at one accepted
+change and the evidence of its round (`RoundEvidence`: per-task successes/trials before and
+after, the δ-flips, every change of the round) and returns a `ChangeVerdict` with its reason.
+The config's `attribution.strictness` names the policy.
+
+Built in (docs/attribution.md):
+
+- `paper` — the paper's δ-flip rule (the default; `balanced` is its old name): a change
+  *holds* when one of its predicted fixes improved; `rollback` when it does not hold and
+  some task regressed, or when more of its predicted risks happened than its fixes held.
+- `lenient` — as `paper`, without the net-loss rule.
+- `strict` — `keep` only when a predicted fix improved and nothing regressed at all.
+
+Regressions nobody predicted cannot be pinned on one change by these rules, so they count
+against every change whose own predictions did not hold (under `strict`, against every
+change).
+
+Adding a policy is one class plus one registration: `register_policy(MyPolicy())`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from ahe.errors import AheError
+from ahe.harness.manifest import ChangeEntry
+from ahe.run_folder.decisions import ChangeVerdict, Verdict
+
+
+class TaskEvidence(BaseModel):
+    """One task's outcomes on the harness before and after the round's changes.
+
+    Rates are always known; the counts behind them are None when the caller had only rates
+    (a statistical policy needs them: 1/2 and 50/100 are not the same evidence).
+    """
+
+    task: str
+    before_rate: float
+    after_rate: float
+    before_passed: int | None = None
+    before_trials: int | None = None
+    after_passed: int | None = None
+    after_trials: int | None = None
+
+
+class RoundEvidence(BaseModel):
+    """Everything a policy may look at when judging the changes of one round."""
+
+    iteration: int
+    delta: float
+    tasks: dict[str, TaskEvidence] = Field(default_factory=dict)
+    improved: list[str] = Field(default_factory=list)  # δ-flips up
+    regressed: list[str] = Field(default_factory=list)  # δ-flips down
+    changes: list[ChangeEntry] = Field(default_factory=list)  # every accepted change of the round
+    unpredicted_regressions: list[str] = Field(default_factory=list)
+
+
+@runtime_checkable
+class VerdictPolicy(Protocol):
+    name: str
+
+    def judge(self, change: ChangeEntry, evidence: RoundEvidence) -> ChangeVerdict:
+        """The verdict on `change`, with a reason a reviewer can check against the evidence."""
+        ...
+
+
+class _FlipRule:
+    """The δ-flip rules of the paper and its two variants (they differ in two switches)."""
+
+    def __init__(self, name: str, *, net_loss: bool, strict: bool) -> None:
+        self.name = name
+        self.net_loss = net_loss  # rollback when more predicted risks happened than fixes held
+        self.strict = strict  # keep only when nothing regressed anywhere
+
+    def judge(self, change: ChangeEntry, evidence: RoundEvidence) -> ChangeVerdict:
+        improved, regressed = set(evidence.improved), set(evidence.regressed)
+        fixes_ok = [t for t in change.predicted_fixes if t in improved]
+        fixes_missed = [t for t in change.predicted_fixes if t not in improved]
+        risks_hit = [t for t in change.predicted_regressions if t in regressed]
+        holds = bool(fixes_ok)
+        reasons: list[str] = []
+        if change.predicted_fixes and not holds:
+            reasons.append("predicted fix did not improve")
+        if risks_hit:
+            reasons.append("predicted regression of " + ", ".join(risks_hit))
+        blamed = evidence.unpredicted_regressions if (not holds or self.strict) else []
+        if blamed:
+            reasons.append("unpredicted regression of " + ", ".join(blamed))
+        any_regression = bool(risks_hit or blamed)
+
+        if self.strict:
+            ok = holds and not any_regression and not evidence.unpredicted_regressions
+            verdict: Verdict = "keep" if ok else "rollback"
+        elif not holds:
+            verdict = "rollback" if any_regression else "inconclusive"
+        elif self.net_loss and len(risks_hit) > len(fixes_ok):
+            verdict = "rollback"
+            reasons.append(f"{len(risks_hit)} predicted risks happened against {len(fixes_ok)} fixes")
+        else:
+            verdict = "keep"
+        if verdict == "keep":
+            reasons.insert(0, "predicted fix improved: " + ", ".join(fixes_ok))
+        elif verdict == "inconclusive" and not reasons:
+            reasons.append("predicted nothing measurable" if not change.predicted_fixes else "no effect either way")
+        elif verdict == "inconclusive":
+            reasons.append("nothing regressed")
+        return ChangeVerdict(
+            change_id=change.id,
+            commit=change.commit,
+            component=change.component,
+            verdict=verdict,
+            reason="; ".join(reasons),
+            predicted_fixes=list(change.predicted_fixes),
+            fixes_improved=fixes_ok,
+            fixes_not_improved=fixes_missed,
+            predicted_regressions=list(change.predicted_regressions),
+            regressions_happened=risks_hit,
+            unpredicted_regressions=list(blamed),
+        )
+
+
+_POLICIES: dict[str, VerdictPolicy] = {}
+_ALIASES = {"balanced": "paper"}  # the paper's rule under its name before policies existed
+
+
+def register_policy(policy: VerdictPolicy) -> VerdictPolicy:
+    _POLICIES[policy.name] = policy
+    return policy
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES) + sorted(_ALIASES)
+
+
+def get_policy(name: str) -> VerdictPolicy:
+    """The policy called `name` (or its old alias), or one sentence naming the valid ones."""
+    policy = _POLICIES.get(_ALIASES.get(name, name))
+    if policy is None:
+        raise AheError(f"attribution.strictness {name!r}: no such verdict policy; use one of: {', '.join(policy_names())}")
+    return policy
+
+
+register_policy(_FlipRule("paper", net_loss=True, strict=False))
+register_policy(_FlipRule("lenient", net_loss=False, strict=False))
+register_policy(_FlipRule("strict", net_loss=False, strict=True))

@@ -1,0 +1,23 @@
+"""The run folder of an experiment (DESIGN.md §7): its layout and the schema of every file.
+
+`RunFolder(root)` and its `IterationFolder`s own every path; `records` (loop state, scores)
+and `decisions` (attribution, rollback) hold the schemas the loop writes and every reader
+parses. Nothing outside this package spells `iterations/NNN/...`.
+"""
+
+from ahe.run_folder.decisions import (
+    Attribution,
+    ChangeVerdict,
+    PredictionScore,
+    RollbackRecord,
+    RollbackReport,
+    Verdict,
+)
+from ahe.run_folder.folder import HarnessRef, IterationFolder, RunFolder, read_json, read_model, write_model
+from ahe.run_folder.records import PHASES, IterationScore, LoopState, Scores
+
+__all__ = [
+    "PHASES", "Attribution", "ChangeVerdict", "HarnessRef", "IterationFolder", "IterationScore", "LoopState",
+    "PredictionScore", "RollbackRecord", "RollbackReport", "RunFolder", "Scores", "Verdict", "read_json",
+    "read_model", "write_model",
+]

@@ -1,0 +1,236 @@
+"""The one owner of a run folder's layout (DESIGN.md §7): every path, every typed read.
+
+Readers (audit, report, diff, transfer, the evolve agent's context) and the writer (the
+loop) go through `RunFolder` and `IterationFolder`, so a path or a schema changes in one
+place. Reads are lenient — a missing or unreadable file is None, never an exception — since
+a run may be still going, killed, or from an older AHE; writes are atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ahe.harness.manifest import Manifest
+from ahe.io import atomic_write_json, atomic_write_text
+from ahe.rollout.models import RunResults, TrialResult
+from ahe.run_folder.decisions import Attribution, RollbackReport
+from ahe.run_folder.records import LoopState, Scores
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(path: Path, model: type[M]) -> M | None:
+    """`model` parsed from `path`, or None when the file is missing or does not parse."""
+    try:
+        return model.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, ValidationError):
+        return None
+
+
+def read_json(path: Path) -> Any:
+    """Raw JSON of `path`, or None when missing or unreadable (for files without a schema)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_model(path: Path, value: BaseModel) -> None:
+    atomic_write_json(path, json.loads(value.model_dump_json()))
+
+
+class HarnessRef(BaseModel):
+    """harness.json: which harness an iteration evaluated."""
+
+    iteration: int | None = None
+    evaluates: str | None = None  # the tag, e.g. iter-002
+    commit: str | None = None
+    workspace: str | None = None
+    code_hash: str | None = None
+
+
+class IterationFolder:
+    """`iterations/NNN/`: iteration t evaluates H_{t-1} and produces H_t."""
+
+    def __init__(self, root: Path, number: int) -> None:
+        self.root = root
+        self.number = number
+
+    # paths ------------------------------------------------------------------------------
+    @property
+    def harness_json(self) -> Path:
+        return self.root / "harness.json"
+
+    @property
+    def rollouts(self) -> Path:
+        return self.root / "rollouts"
+
+    @property
+    def results_json(self) -> Path:
+        return self.root / "results.json"
+
+    @property
+    def attribution_json(self) -> Path:
+        return self.root / "attribution.json"
+
+    @property
+    def rollback_json(self) -> Path:
+        return self.root / "rollback.json"
+
+    @property
+    def corpus(self) -> Path:
+        return self.root / "corpus"
+
+    @property
+    def analysis(self) -> Path:
+        return self.root / "analysis"
+
+    @property
+    def evolve(self) -> Path:
+        return self.root / "evolve"
+
+    @property
+    def manifest_json(self) -> Path:
+        return self.evolve / "manifest.json"
+
+    @property
+    def manifest_partial_json(self) -> Path:
+        return self.evolve / "manifest.partial.json"
+
+    @property
+    def reeval(self) -> Path:
+        return self.root / "reeval"
+
+    def trial_dir(self, task: str, trial: int) -> Path:
+        return self.rollouts / task / f"trial-{trial}"
+
+    def relative(self, path: Path, run_root: Path) -> str:
+        return str(path.relative_to(run_root))
+
+    # typed reads ------------------------------------------------------------------------
+    def harness(self) -> HarnessRef | None:
+        return read_model(self.harness_json, HarnessRef)
+
+    def results(self) -> RunResults | None:
+        return read_model(self.results_json, RunResults)
+
+    def attribution(self) -> Attribution | None:
+        return read_model(self.attribution_json, Attribution)
+
+    def rollback(self) -> RollbackReport | None:
+        return read_model(self.rollback_json, RollbackReport)
+
+    def manifest(self) -> tuple[Manifest | None, bool]:
+        """(manifest, partial): the final manifest, else the one a killed evolve phase left."""
+        final = read_model(self.manifest_json, Manifest)
+        if final is not None:
+            return final, False
+        return read_model(self.manifest_partial_json, Manifest), self.manifest_partial_json.exists()
+
+    def trial_results(self) -> list[TrialResult]:
+        out = []
+        for path in sorted(self.rollouts.glob("*/trial-*/result.json")):
+            r = read_model(path, TrialResult)
+            if r is not None:
+                out.append(r)
+        return out
+
+
+class RunFolder:
+    """One experiment's run folder: paths, typed reads, atomic writes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+
+    # paths ------------------------------------------------------------------------------
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def experiment_yaml(self) -> Path:
+        return self.root / "experiment.yaml"
+
+    @property
+    def loop_state_json(self) -> Path:
+        return self.root / "loop_state.json"
+
+    @property
+    def scores_json(self) -> Path:
+        return self.root / "scores.json"
+
+    @property
+    def history_md(self) -> Path:
+        return self.root / "history.md"
+
+    @property
+    def events_jsonl(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def tasks_source(self) -> Path:
+        """Where a task source writes the run's task folders (ahe.tasks.sources)."""
+        return self.root / "tasks-source"
+
+    @property
+    def iterations_dir(self) -> Path:
+        return self.root / "iterations"
+
+    def iteration(self, it: int) -> IterationFolder:
+        return IterationFolder(self.iterations_dir / f"{it:03d}", it)
+
+    def iterations(self) -> list[int]:
+        """Numbers of the iteration folders present, ascending."""
+        if not self.iterations_dir.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.iterations_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
+    def looks_like_run(self) -> bool:
+        return self.iterations_dir.is_dir() or self.scores_json.exists() or self.loop_state_json.exists()
+
+    # typed reads and writes -------------------------------------------------------------
+    def load_state(self) -> LoopState:
+        return read_model(self.loop_state_json, LoopState) or LoopState()
+
+    def has_state(self) -> bool:
+        return self.loop_state_json.exists()
+
+    def save_state(self, state: LoopState) -> None:
+        write_model(self.loop_state_json, state)
+
+    def load_scores(self) -> Scores:
+        return read_model(self.scores_json, Scores) or Scores()
+
+    def save_scores(self, scores: Scores) -> None:
+        data = json.loads(scores.model_dump_json())
+        data["totals"] = scores.totals()
+        atomic_write_json(self.scores_json, data)
+
+    def history(self, line: str) -> None:
+        """Append to history.md (human-readable; the evolve agent reads it too)."""
+        if not self.history_md.exists():
+            atomic_write_text(self.history_md, "# History of the evolution\n\n")
+        with open(self.history_md, "a", encoding="utf-8") as f:
+            f.write(line.rstrip() + "\n")
+
+    def event(self, type_: str, **data: Any) -> None:
+        with open(self.events_jsonl, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"ts": round(time.time(), 3), "type": type_, **data}, default=str) + "\n")
+
+    def events(self) -> list[dict[str, Any]]:
+        out = []
+        try:
+            lines = self.events_jsonl.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut by a kill
+        return out
