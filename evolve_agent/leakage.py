@@ -27,6 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from ahe.tasks.loader import task_folders
+
 MIN_NAME_CHARS = 6
 MIN_PLAIN_NAME_CHARS = 12
 MIN_LINE_CHARS = 20
@@ -131,7 +133,8 @@ def _read_text(path: Path) -> str | None:
     return data.decode("utf-8", errors="replace")
 
 
-def _load_task(folder: Path) -> _Task:
+def task_text(folder: Path) -> _Task:
+    """A task's names, its public instruction and its secret files (tests/, solution/)."""
     names = {folder.name}
     try:
         with open(folder / "task.toml", "rb") as f:
@@ -157,16 +160,6 @@ def _load_task(folder: Path) -> _Task:
     return _Task(name=name, names=names, public=public, secret=secret)
 
 
-def task_folders(tasks_dir: Path) -> list[Path]:
-    """A task folder itself, or the task folders directly inside `tasks_dir`."""
-    tasks_dir = Path(tasks_dir)
-    if (tasks_dir / "task.toml").is_file():
-        return [tasks_dir]
-    if not tasks_dir.is_dir():
-        return []
-    return [p for p in sorted(tasks_dir.iterdir()) if p.is_dir() and (p / "task.toml").is_file()]
-
-
 class LeakIndex:
     """Everything secret about a task set, prepared once per gate run."""
 
@@ -183,7 +176,7 @@ class LeakIndex:
         index = cls()
         if tasks_dir is None:
             return index
-        tasks = [_load_task(f) for f in task_folders(Path(tasks_dir))]
+        tasks = [task_text(f) for f in task_folders(Path(tasks_dir))]
         index.n_tasks = len(tasks)
         base_public = normalise(public_text)
         base_tokens = _tokens(public_text)

@@ -8,20 +8,21 @@ as the base plus the accepted changes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from ahe.harness.manifest import ChangeEntry, Discard, Manifest, write_manifest
 from ahe.harness.repo import HarnessRepo
 from ahe.llm.types import RoleConfig, Usage
+from ahe.run_folder import RunFolder
+from ahe.tasks.loader import task_folders
 from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, Confinement
 from evolve_agent.context import STATE_KEY, EvolveContext, EvolveLimits, discard_all
 from evolve_agent.gate import run_gate
-from evolve_agent.leakage import _load_task, task_folders
-from ahe.harness.manifest import ChangeEntry, Discard, Manifest, write_manifest
+from evolve_agent.leakage import task_text
 from evolve_agent.protected import BaseSnapshot
 from evolve_agent.summary import write_summary
 
@@ -31,22 +32,15 @@ WORKSPACE = Path(__file__).resolve().parent / "workspace"
 PROGRESS_FILE = "manifest.partial.json"
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def known_tasks(experiment_dir: Path | None, iteration: int, tasks_dir: Path | None) -> set[str]:
     names: set[str] = set()
     if tasks_dir is not None:
         for folder in task_folders(Path(tasks_dir)):
-            names |= _load_task(folder).names
+            names |= task_text(folder).names
     if experiment_dir is not None:
-        data = _read_json(experiment_dir / "iterations" / f"{iteration:03d}" / "results.json")
-        if isinstance(data, dict) and isinstance(data.get("tasks"), dict):
-            names |= set(data["tasks"])
+        results = RunFolder(experiment_dir).iteration(iteration).results()
+        if results is not None:
+            names |= set(results.tasks)
     return names
 
 
@@ -57,32 +51,32 @@ def build_instruction(experiment_dir: Path | None, iteration: int, base_commit: 
     if experiment_dir is None:
         lines.append("There is no experiment folder this time; work from the harness alone.")
     else:
-        it = f"iterations/{iteration:03d}"
-        candidates = ["history.md", "scores.json", f"{it}/results.json", f"{it}/attribution.json",
-                      f"{it}/rollback.json", f"{it}/analysis/overview.md", f"{it}/analysis/overview.json",
-                      f"{it}/analysis/facts.json", f"{it}/analysis/tasks", f"{it}/corpus"]
-        present = [c for c in candidates if (experiment_dir / c).exists()]
+        run = RunFolder(experiment_dir)
+        d = run.iteration(iteration)
+        rel = lambda p: str(p.relative_to(run.root))  # noqa: E731 - paths as the agent sees them
+        candidates = [rel(run.history_md), rel(run.scores_json)] + [
+            rel(p) for p in (d.results_json, d.attribution_json, d.rollback_json, d.analysis / "overview.md",
+                             d.analysis / "overview.json", d.analysis / "facts.json", d.analysis / "tasks", d.corpus)]
+        present = [c for c in candidates if (run.root / c).exists()]
         missing = [c for c in candidates if c not in present]
         lines.append(f"Start with these files of {EXPERIMENT_MOUNT} (read-only):")
         lines += [f"- {EXPERIMENT_MOUNT}/{c}" for c in present] or ["- (none of the usual files exist yet)"]
         if missing:
             lines.append(f"Not present this time: {', '.join(missing)}.")
-        earlier = sorted(p.parent.parent.name for p in experiment_dir.glob("iterations/*/evolve/manifest.json"))
+        earlier = [f"{n:03d}" for n in run.iterations() if run.iteration(n).manifest_json.exists()]
         if earlier:
             lines.append(f"Earlier manifests (changes and their predictions): iterations {', '.join(earlier)}, "
-                         f"at {EXPERIMENT_MOUNT}/iterations/NNN/evolve/manifest.json.")
-        rollback = _read_json(experiment_dir / it / "rollback.json")
-        if isinstance(rollback, dict) and rollback.get("rolled_back"):
+                         f"at {EXPERIMENT_MOUNT}/{rel(run.iterations_dir)}/NNN/evolve/manifest.json.")
+        rollback = d.rollback()
+        if rollback is not None and rollback.rolled_back:
             lines.append("")
             lines.append("Rolled back at the start of this iteration (their predictions did not hold):")
-            for r in rollback["rolled_back"]:
-                lines.append(f"- {r.get('change_id')}: {r.get('reason')}")
-        attribution = _read_json(experiment_dir / it / "attribution.json")
-        if isinstance(attribution, dict) and attribution.get("changes"):
+            lines += [f"- {r.change_id}: {r.reason}" for r in rollback.rolled_back]
+        attribution = d.attribution()
+        if attribution is not None and attribution.changes:
             lines.append("")
             lines.append("Verdicts on the previous iteration's changes:")
-            for v in attribution["changes"]:
-                lines.append(f"- {v.get('change_id')} [{v.get('component')}]: {v.get('verdict')} — {v.get('reason')}")
+            lines += [f"- {v.change_id} [{v.component}]: {v.verdict} — {v.reason}" for v in attribution.changes]
     if tasks:
         shown = sorted(tasks)
         more = f" (and {len(shown) - 80} more)" if len(shown) > 80 else ""

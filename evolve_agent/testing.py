@@ -33,16 +33,23 @@ def make_experiment(root: Path, seed: Path, *, iteration: int = 1, overview: str
                     results: dict[str, float] | None = None) -> tuple[Path, Any]:
     """A minimal run folder: `workspace/` (a HarnessRepo of `seed`), history.md and iteration files."""
     from ahe.harness.repo import HarnessRepo
+    from ahe.rollout.models import RunResults, TaskSummary
+    from ahe.run_folder import RunFolder, write_model
 
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    repo = HarnessRepo.create(root / "workspace", seed)
-    (root / "history.md").write_text("# History\n\n- iteration 1: seed harness evaluated\n")
-    it = root / "iterations" / f"{iteration:03d}"
-    (it / "analysis").mkdir(parents=True, exist_ok=True)
+    run = RunFolder(root)
+    run.root.mkdir(parents=True, exist_ok=True)
+    repo = HarnessRepo.create(run.workspace, seed)
+    run.history_md.write_text("# History\n\n- iteration 1: seed harness evaluated\n")
+    it = run.iteration(iteration)
+    it.analysis.mkdir(parents=True, exist_ok=True)
     if overview is not None:
-        (it / "analysis" / "overview.md").write_text(overview)
-    if results is not None:
-        data = {"tasks": {name: {"pass_rate": rate} for name, rate in results.items()}}
-        (it / "results.json").write_text(json.dumps(data))
-    return root, repo
+        (it.analysis / "overview.md").write_text(overview)
+    if results is not None:  # two trials per task, as many passing as the rate says
+        tasks = {name: TaskSummary(task=name, trials=2, passed=round(2 * rate), pass_rate=round(2 * rate) / 2,
+                                   pass_at_k=float(rate > 0), rewards=[1.0] * round(2 * rate) + [0.0] * (2 - round(2 * rate)))
+                 for name, rate in results.items()}
+        n = sum(t.passed for t in tasks.values())
+        write_model(it.results_json, RunResults(k=2, tasks=tasks, n_trials=2 * len(tasks), n_passed=n,
+                                                pass_at_1=n / (2 * len(tasks)) if tasks else 0.0, pass_at_k=0.0,
+                                                infra_errors=0, timeouts=0, verifier_errors=0))
+    return run.root, repo

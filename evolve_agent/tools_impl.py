@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ahe.run_folder import RunFolder
 from ahe.runtime.tools import ToolResult
 from ahe.sandbox.output import truncate_head_tail
 from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, PathProblem, PathRefused
@@ -323,8 +324,8 @@ def _normalise_file(ctx: EvolveContext, f: str) -> str:
 def _evidence_missing(ctx: EvolveContext, entry: ChangeEntry) -> list[str]:
     if ctx.experiment_dir is None:
         return []
-    roots = [ctx.experiment_dir, ctx.experiment_dir / "iterations" / f"{ctx.iteration:03d}",
-             ctx.experiment_dir / "iterations" / f"{ctx.iteration:03d}" / "corpus"]
+    it = RunFolder(ctx.experiment_dir).iteration(ctx.iteration)
+    roots = [ctx.experiment_dir, it.root, it.corpus]
     missing = []
     for ev in entry.failure_evidence:
         ref = re.sub(r"(#.*|:\d+(-\d+)?)$", "", ev.ref.strip())

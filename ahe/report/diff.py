@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ahe.errors import AheError
+from ahe.run_folder import RunFolder
 
 
 def component_of(path: str) -> str:
@@ -48,37 +49,27 @@ def resolve_ref(repo: Any, ref: str) -> Any:
         ) from None
 
 
-def commit_index(run: Path) -> dict[str, dict]:
+def commit_index(run_dir: Path) -> dict[str, dict]:
     """commit sha → the manifest entry or rollback that made it."""
     idx: dict[str, dict] = {}
-    root = run / "iterations"
-    for it_dir in sorted(root.glob("[0-9][0-9][0-9]")) if root.is_dir() else []:
-        it = int(it_dir.name)
-        for name in ("manifest.json", "manifest.partial.json"):
-            try:
-                m = json.loads((it_dir / "evolve" / name).read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
-            for c in m.get("changes", []):
-                base = {"iteration": it, "id": c["id"], "component": c.get("component"), "summary": c.get("summary"),
-                        "status": c.get("status")}
-                if c.get("commit"):
-                    idx.setdefault(c["commit"], {**base, "role": "change"})
-                for s in c.get("superseded_commits", []):
-                    idx.setdefault(s, {**base, "role": "superseded attempt"})
-                for r in c.get("revert_commits", []):
-                    idx.setdefault(r, {**base, "role": "gate revert"})
-            break
-        try:
-            rb = json.loads((it_dir / "rollback.json").read_text())
-        except (OSError, json.JSONDecodeError):
-            rb = {}
-        for r in rb.get("rolled_back", []):
-            if r.get("revert_commit"):
-                idx[r["revert_commit"]] = {
-                    "iteration": it, "change_iteration": it - 1, "id": r["change_id"], "component": None,
-                    "summary": f"rollback of {r['change_id']}: {r.get('reason')}", "status": "rolled back",
-                    "role": "rollback", "method": r.get("method"),
+    run = RunFolder(run_dir)
+    for it in run.iterations():
+        manifest, _ = run.iteration(it).manifest()
+        for c in manifest.changes if manifest else []:
+            base = {"iteration": it, "id": c.id, "component": c.component, "summary": c.summary, "status": c.status}
+            if c.commit:
+                idx.setdefault(c.commit, {**base, "role": "change"})
+            for s in c.superseded_commits:
+                idx.setdefault(s, {**base, "role": "superseded attempt"})
+            for r in c.revert_commits:
+                idx.setdefault(r, {**base, "role": "gate revert"})
+        rb = run.iteration(it).rollback()
+        for r in rb.rolled_back if rb else []:
+            if r.revert_commit:
+                idx[r.revert_commit] = {
+                    "iteration": it, "change_iteration": it - 1, "id": r.change_id, "component": None,
+                    "summary": f"rollback of {r.change_id}: {r.reason}", "status": "rolled back",
+                    "role": "rollback", "method": r.method,
                 }
     return idx
 

@@ -17,32 +17,14 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
+from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.report import html_svg as svg
 from ahe.report.html_template import TEMPLATE
+from ahe.rollout.models import RunResults
+from ahe.run_folder import Attribution, LoopState, RollbackReport, RunFolder, Scores, read_json, read_model
 
 MAX_DIFF_LINES = 400  # per change: keeps the file small; the rest is summarised
 MAX_DIFF_CHARS = 40_000
-
-
-def _load_json(path: Path) -> Any | None:
-    """The parsed file, or None when it is missing or half-written (the run may be going on)."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _iteration_numbers(run: Path, scores: dict) -> list[int]:
-    its: set[int] = set()
-    for s in scores.get("iterations") or []:
-        if isinstance(s, dict) and isinstance(s.get("iteration"), int):
-            its.add(s["iteration"])
-    idir = run / "iterations"
-    if idir.is_dir():
-        for p in idir.iterdir():
-            if p.is_dir() and p.name.isdigit():
-                its.add(int(p.name))
-    return sorted(its)
 
 
 class _Diffs:
@@ -101,122 +83,102 @@ def _fmt_ratio(v: Any) -> str:
     return "—" if v is None else f"{float(v):.2f}"
 
 
-def collect(run: Path, out_dir: Path) -> dict[str, Any]:
-    """Everything the template needs, from whatever is in the run folder right now."""
-    run = run.resolve()
-    scores = _load_json(run / "scores.json") or {}
-    state = _load_json(run / "loop_state.json") or {}
-    experiment_name = run.name
+def _experiment_name(run: RunFolder) -> str:
     try:
         import yaml
 
-        exp = yaml.safe_load((run / "experiment.yaml").read_text(encoding="utf-8"))
+        exp = yaml.safe_load(run.experiment_yaml.read_text(encoding="utf-8"))
         if isinstance(exp, dict) and exp.get("name"):
-            experiment_name = str(exp["name"])
+            return str(exp["name"])
     except Exception:  # noqa: BLE001 - missing or half-written: the folder name will do
         pass
-    its = _iteration_numbers(run, scores)
-    score_by_it = {s["iteration"]: s for s in scores.get("iterations") or [] if isinstance(s, dict) and "iteration" in s}
+    return run.root.name
 
-    results = {it: _load_json(run / "iterations" / f"{it:03d}" / "results.json") for it in its}
-    attributions = {it: _load_json(run / "iterations" / f"{it:03d}" / "attribution.json") for it in its}
-    rollbacks = {it: _load_json(run / "iterations" / f"{it:03d}" / "rollback.json") for it in its}
-    manifests = {it: _load_json(run / "iterations" / f"{it:03d}" / "evolve" / "manifest.json") for it in its}
 
-    # pass@1 curve ------------------------------------------------------------------------
+def _curve(its: list[int], scores: Scores, results: dict[int, RunResults | None]) -> tuple[list, int | None]:
+    """(points of the pass@1 curve, the best iteration)."""
     points: list[tuple[int, float | None]] = []
     for it in its:
-        v = (score_by_it.get(it) or {}).get("pass_at_1")
-        if v is None and isinstance(results[it], dict):
-            v = results[it].get("pass_at_1")
-        points.append((it, float(v) if isinstance(v, (int, float)) else None))
-    best_it = scores.get("best_iteration")
+        sc = scores.get(it)
+        v = sc.pass_at_1 if sc else (results[it].pass_at_1 if results[it] is not None else None)
+        points.append((it, v))
+    best_it = scores.best_iteration
     if best_it is None:
         done = [(v, i) for i, v in points if v is not None]
         best_it = max(done)[1] if done else None
+    return points, best_it
 
-    # heatmap -----------------------------------------------------------------------------
-    tasks: set[str] = set()
-    for r in results.values():
-        if isinstance(r, dict) and isinstance(r.get("tasks"), dict):
-            tasks.update(r["tasks"].keys())
-    finished = bool(state.get("finished"))
+
+def _heatmap_cells(its: list[int], tasks: set[str], results: dict[int, RunResults | None], state: LoopState) -> dict:
     cells: dict[tuple[str, int], dict] = {}
     for it in its:
         r = results[it]
-        if not isinstance(r, dict) or not isinstance(r.get("tasks"), dict):
-            rollout_done = "rollout" in (state.get("done") or {}).get(f"{it:03d}", [])
-            st = svg.NOT_EVALUATED if (finished or rollout_done) else svg.PENDING
-            for t in tasks:
-                cells[(t, it)] = {"state": st}
+        if r is None:
+            rollout_done = "rollout" in state.done.get(f"{it:03d}", [])
+            st = svg.NOT_EVALUATED if (state.finished or rollout_done) else svg.PENDING
+            cells.update({(t, it): {"state": st} for t in tasks})
             continue
         for t in tasks:
-            tr = r["tasks"].get(t)
-            if not isinstance(tr, dict):
+            tr = r.tasks.get(t)
+            if tr is None or tr.trials == 0:
                 cells[(t, it)] = {"state": svg.NOT_EVALUATED}
-                continue
-            trials = int(tr.get("trials") or 0)
-            infra = int(tr.get("infra_errors") or 0)
-            rate = tr.get("pass_rate")
-            if trials == 0 or rate is None:
-                cells[(t, it)] = {"state": svg.NOT_EVALUATED}
-            elif infra >= trials:
-                cells[(t, it)] = {"state": svg.INFRA, "infra": infra, "trials": trials}
+            elif tr.infra_errors >= tr.trials:
+                cells[(t, it)] = {"state": svg.INFRA, "infra": tr.infra_errors, "trials": tr.trials}
             else:
-                cells[(t, it)] = {"state": "rate", "rate": float(rate), "infra": infra, "trials": trials,
-                                  "passed": tr.get("passed")}
+                cells[(t, it)] = {"state": "rate", "rate": tr.pass_rate, "infra": tr.infra_errors, "trials": tr.trials,
+                                  "passed": tr.passed}
+    return cells
 
-    # change timeline ---------------------------------------------------------------------
-    diffs = _Diffs(run / "workspace")
+
+def _evidence(run: RunFolder, it: int, ch: ChangeEntry, out_dir: Path) -> list[dict]:
+    evid = []
+    for e in ch.failure_evidence:
+        target = (run.iteration(it).root / e.ref).resolve() if e.ref else None
+        ok = bool(target and target.is_relative_to(run.root) and target.exists())
+        evid.append({"task": e.task, "ref": e.ref, "note": e.note, "href": _rel(target, out_dir) if ok else None})
+    return evid
+
+
+def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution | None, rb: RollbackReport | None,
+                    diffs: "_Diffs", out_dir: Path) -> dict:
+    """One change of iteration `it`, with its verdict from iteration it+1 and its diff."""
+    v = next((x for x in (att.changes if att else []) if x.change_id == ch.id), None)
+    r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == ch.id), None)
+    dlines, dnote = diffs.lines(ch.commit)
+    return {
+        "id": ch.id, "kind": ch.kind, "component": ch.component, "files": ch.files, "summary": ch.summary,
+        "root_cause": ch.root_cause, "targeted_fix": ch.targeted_fix, "status": ch.status, "commit": ch.commit,
+        "predicted_fixes": ch.predicted_fixes, "predicted_regressions": ch.predicted_regressions,
+        "fixes_improved": v.fixes_improved if v else [],
+        "regressions_happened": v.regressions_happened if v else [],
+        "unpredicted_regressions": v.unpredicted_regressions if v else [],
+        "verdict": v.verdict if v else ("pending" if att is None else "not judged"),
+        "reason": (v.reason if v else "") or (f"judged by iteration {it + 1}'s attribution, not written yet" if att is None else ""),
+        "rollback": r.model_dump() if r else None, "evidence": _evidence(run, it, ch, out_dir), "diff": dlines, "diff_note": dnote,
+    }
+
+
+def _timeline(run: RunFolder, its: list[int], scores: Scores, out_dir: Path) -> list[dict]:
+    diffs = _Diffs(run.workspace)
     timeline = []
     for it in its:
-        m = manifests[it]
-        judged_in = it + 1
-        att = attributions.get(judged_in)
-        verdicts = {c.get("change_id"): c for c in (att or {}).get("changes") or [] if isinstance(c, dict)}
-        rb = {c.get("change_id"): c for c in (rollbacks.get(judged_in) or {}).get("rolled_back") or []
-              if isinstance(c, dict)}
-        entries = []
-        for ch in (m or {}).get("changes") or []:
-            if not isinstance(ch, dict):
-                continue
-            cid = ch.get("id")
-            v = verdicts.get(cid) or {}
-            evid = []
-            for e in ch.get("failure_evidence") or []:
-                if not isinstance(e, dict):
-                    continue
-                ref = str(e.get("ref") or "")
-                target = (run / "iterations" / f"{it:03d}" / ref).resolve() if ref else None
-                ok = bool(target and target.is_relative_to(run) and target.exists())
-                evid.append({"task": e.get("task"), "ref": ref, "note": e.get("note"),
-                             "href": _rel(target, out_dir) if ok else None})
-            dlines, dnote = diffs.lines(ch.get("commit"))
-            entries.append({
-                "id": cid, "kind": ch.get("kind"), "component": ch.get("component"),
-                "files": ch.get("files") or [], "summary": ch.get("summary"),
-                "root_cause": ch.get("root_cause"), "targeted_fix": ch.get("targeted_fix"),
-                "status": ch.get("status"), "commit": ch.get("commit"),
-                "predicted_fixes": ch.get("predicted_fixes") or [],
-                "predicted_regressions": ch.get("predicted_regressions") or [],
-                "fixes_improved": v.get("fixes_improved") or [],
-                "regressions_happened": v.get("regressions_happened") or [],
-                "unpredicted_regressions": v.get("unpredicted_regressions") or [],
-                "verdict": v.get("verdict") or ("pending" if att is None else "not judged"),
-                "reason": v.get("reason") or (f"judged by iteration {judged_in}'s attribution, not written yet"
-                                              if att is None else ""),
-                "rollback": rb.get(cid), "evidence": evid, "diff": dlines, "diff_note": dnote,
-            })
-        overview = run / "iterations" / f"{it:03d}" / "analysis" / "overview.md"
+        m = read_model(run.iteration(it).manifest_json, Manifest)
+        att, rb = run.iteration(it + 1).attribution(), run.iteration(it + 1).rollback()
+        here = run.iteration(it).rollback()
+        overview = run.iteration(it).analysis / "overview.md"
+        sc = scores.get(it)
         timeline.append({
-            "iteration": it, "manifest_missing": m is None, "entries": entries,
-            "final": bool((score_by_it.get(it) or {}).get("final")),
-            "stop_reason": (m or {}).get("stop_reason"),
+            "iteration": it, "manifest_missing": m is None,
+            "entries": [_timeline_entry(run, it, ch, att, rb, diffs, out_dir) for ch in (m.changes if m else [])],
+            "final": bool(sc and sc.final),
+            "stop_reason": m.stop_reason if m else None,
             "overview_href": _rel(overview, out_dir) if overview.exists() else None,
-            "rolled_back_here": [c for c in (rollbacks.get(it) or {}).get("rolled_back") or [] if isinstance(c, dict)],
+            "rolled_back_here": [r.model_dump() for r in here.rolled_back] if here else [],
         })
+    return timeline
 
-    # predictions -------------------------------------------------------------------------
+
+def _predictions(its: list[int], attributions: dict[int, Attribution | None]) -> list[dict]:
     predictions = []
     for it in its:
         a = attributions[it]
@@ -224,47 +186,59 @@ def collect(run: Path, out_dir: Path) -> dict[str, Any]:
             continue  # iteration 1 judges nothing
         row: dict[str, Any] = {"iteration": it, "pending": a is None}
         for key in ("fix_predictions", "regression_predictions"):
-            p = (a or {}).get(key) or {}
-            row[key] = {k: _fmt_ratio(p.get(k)) for k in ("precision", "recall", "random_precision", "random_recall")}
-            row[key]["n_predicted"] = len(p.get("predicted") or [])
-            row[key]["n_actual"] = len(p.get("actual") or [])
-        row["unpredicted_improvements"] = (a or {}).get("unpredicted_improvements") or []
-        row["unpredicted_regressions"] = (a or {}).get("unpredicted_regressions") or []
+            p = getattr(a, key) if a else None
+            row[key] = {k: _fmt_ratio(getattr(p, k) if p else None) for k in ("precision", "recall", "random_precision", "random_recall")}
+            row[key]["n_predicted"] = len(p.predicted) if p else 0
+            row[key]["n_actual"] = len(p.actual) if p else 0
+        row["unpredicted_improvements"] = a.unpredicted_improvements if a else []
+        row["unpredicted_regressions"] = a.unpredicted_regressions if a else []
         predictions.append(row)
+    return predictions
 
-    # tokens and cost ---------------------------------------------------------------------
+
+def _usage(its: list[int], scores: Scores) -> tuple[list[str], list[dict]]:
+    """(roles in display order, per-iteration tokens and cost)."""
     roles: list[str] = []
-    for s in score_by_it.values():
-        for r_ in list((s.get("tokens") or {}).keys()) + list((s.get("cost_usd") or {}).keys()):
+    for s in scores.iterations:
+        for r_ in list(s.tokens) + list(s.cost_usd):
             if r_ not in roles:
                 roles.append(r_)
     order = ["agent", "debugger", "evolve"]
     roles.sort(key=lambda r_: (order.index(r_) if r_ in order else len(order), r_))
-    usage_rows = []
+    rows = []
     for it in its:
-        s = score_by_it.get(it)
-        usage_rows.append({"iteration": it, "pending": s is None,
-                           "tokens": (s or {}).get("tokens") or {}, "cost": (s or {}).get("cost_usd") or {}})
-    totals = scores.get("totals") or {}
+        s = scores.get(it)
+        rows.append({"iteration": it, "pending": s is None, "tokens": s.tokens if s else {}, "cost": s.cost_usd if s else {}})
+    return roles, rows
 
-    # transfer ----------------------------------------------------------------------------
-    transfer = _transfer_table(_load_json(run / "transfer.json")) if (run / "transfer.json").exists() else None
 
-    status = "finished" if finished else "in progress (or stopped before the end)"
-    if state.get("stopped"):
-        status += f" — stopped: {state['stopped']}"
+def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
+    """Everything the template needs, from whatever is in the run folder right now."""
+    run = RunFolder(run_dir)
+    scores, state = run.load_scores(), run.load_state()
+    its = sorted({s.iteration for s in scores.iterations} | set(run.iterations()))
+    results = {it: run.iteration(it).results() for it in its}
+    attributions = {it: run.iteration(it).attribution() for it in its}
+    points, best_it = _curve(its, scores, results)
+    tasks = {t for r in results.values() if r is not None for t in r.tasks}
+    roles, usage_rows = _usage(its, scores)
+    transfer_file = run.root / "transfer.json"
+    status = "finished" if state.finished else "in progress (or stopped before the end)"
+    if state.stopped:
+        status += f" — stopped: {state.stopped}"
     return {
-        "title": f"AHE report — {experiment_name}",
-        "run_dir": str(run), "status": status, "finished": finished,
-        "iterations": its, "best_iteration": best_it, "best_pass_at_1": scores.get("best_pass_at_1"),
-        "best_commit": scores.get("best_commit"), "points": points,
+        "title": f"AHE report — {_experiment_name(run)}",
+        "run_dir": str(run.root), "status": status, "finished": state.finished,
+        "iterations": its, "best_iteration": best_it, "best_pass_at_1": scores.best_pass_at_1,
+        "best_commit": scores.best_commit, "points": points,
         "curve_svg": svg.pass_curve(points, best_it),
-        "heatmap_svg": svg.heatmap(sorted(tasks), its, cells), "legend_svg": svg.heatmap_legend(),
-        "timeline": timeline, "predictions": predictions,
-        "roles": roles, "usage_rows": usage_rows, "totals": totals,
+        "heatmap_svg": svg.heatmap(sorted(tasks), its, _heatmap_cells(its, tasks, results, state)),
+        "legend_svg": svg.heatmap_legend(),
+        "timeline": _timeline(run, its, scores, out_dir), "predictions": _predictions(its, attributions),
+        "roles": roles, "usage_rows": usage_rows, "totals": (read_json(run.scores_json) or {}).get("totals") or {},
         "token_svg": svg.token_bars([(u["iteration"], u["tokens"]) for u in usage_rows if not u["pending"]], roles),
-        "transfer": transfer,
-        "infra_total": sum(int((r or {}).get("infra_errors") or 0) for r in results.values() if isinstance(r, dict)),
+        "transfer": _transfer_table(read_json(transfer_file)) if transfer_file.exists() else None,
+        "infra_total": sum(r.infra_errors for r in results.values() if r is not None),
     }
 
 
@@ -317,8 +291,7 @@ def report_command(run_dir: Path, out: Path | None = None, open_browser: bool = 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise AheError(f"{run_dir}: no such run folder; pass the folder `ahe evolve --run-dir` wrote.")
-    if not (run_dir / "scores.json").exists() and not (run_dir / "iterations").is_dir() \
-            and not (run_dir / "loop_state.json").exists():
+    if not RunFolder(run_dir).looks_like_run():
         raise AheError(f"{run_dir}: not a run folder (no scores.json, loop_state.json or iterations/); "
                        "pass the folder `ahe evolve --run-dir` wrote.")
     out = Path(out) if out else run_dir / "report.html"

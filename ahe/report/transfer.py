@@ -27,6 +27,7 @@ from statistics import mean
 from typing import Any
 
 from ahe.errors import AheError
+from ahe.run_folder import RunFolder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SEED = REPO_ROOT / "harness_workspace"
@@ -38,8 +39,9 @@ BOOTSTRAP_SEED = 0
 
 
 def _git_root(path: Path) -> Path | None:
-    if (path / "workspace" / ".git").exists():
-        return path / "workspace"
+    run = RunFolder(path)
+    if (run.workspace / ".git").exists():
+        return run.workspace
     if (path / ".git").exists():
         return path
     return None

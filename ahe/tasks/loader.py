@@ -350,6 +350,22 @@ def _looks_like_task(folder: Path) -> bool:
     return (folder / "instruction.md").is_file() or (folder / "tests" / "test.sh").is_file()
 
 
+def task_folders(directory: str | Path, *, with_broken: bool = False) -> list[Path]:
+    """The task folders of `directory`: itself when it has a task.toml, else each direct
+    sub-folder with one (hidden and `_` folders skipped), sorted. `with_broken` adds the
+    sub-folders that look like a task without a task.toml (so they can be reported)."""
+    root = Path(directory).expanduser()
+    if (root / "task.toml").is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    return sorted(
+        p for p in root.iterdir()
+        if p.is_dir() and not p.name.startswith((".", "_")) and p.name != "__pycache__"
+        and ((p / "task.toml").is_file() or (with_broken and _looks_like_task(p)))
+    )
+
+
 def load_tasks(
     directory: str | Path,
     *,
@@ -367,15 +383,7 @@ def load_tasks(
     root = Path(directory).expanduser()
     if not root.is_dir():
         raise ConfigError(f"{root}: tasks folder does not exist; pass a folder of task folders.")
-    root = root.resolve()
-    if (root / "task.toml").is_file():
-        candidates = [root]
-    else:
-        candidates = sorted(
-            p for p in root.iterdir()
-            if p.is_dir() and not p.name.startswith((".", "_")) and p.name != "__pycache__"
-            and ((p / "task.toml").is_file() or _looks_like_task(p))
-        )
+    candidates = task_folders(root.resolve(), with_broken=True)
 
     tasks: list[Task] = []
     errors: list[TaskLoadError] = []
