@@ -74,7 +74,7 @@ def test_error_signatures():
 
 def test_worker_processes_build_the_same_corpus(tmp_path):
     one = tmp_path / "one"
-    make_iteration(one, tasks=5, trials=2, turns=6, output_chars=3000, seed=7)
+    make_iteration(one, tasks=5, trials=2, turns=8, seed=7)
     two = tmp_path / "two"
     shutil.copytree(one, two)
     a = build_corpus(one, workers=1)
