@@ -134,6 +134,3 @@ def write_manifest(path: Path, manifest: Manifest) -> None:
 
     atomic_write_json(Path(path), json.loads(manifest.model_dump_json()))
 
-
-def read_manifest(path: Path) -> Manifest:
-    return Manifest.model_validate_json(Path(path).read_text(encoding="utf-8"))
