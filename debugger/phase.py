@@ -123,15 +123,7 @@ async def run_debug_phase(
     return summary
 
 
-async def _run(summary: DebugSummary, iteration_dir: Path, *, previous_dir: Path | None, role: RoleConfig | None,
-               concurrency: int, limits: DebugLimits, use_agent: bool, clean_config: CleanConfig | None,
-               ledger: Any, client: Any, workers: int | None,
-               on_report: Callable[[TaskAnalysis], None] | None) -> None:
-    analysis_dir = iteration_dir / "analysis"
-    (analysis_dir / "tasks").mkdir(parents=True, exist_ok=True)
-    (analysis_dir / SUMMARY_FILE).unlink(missing_ok=True)  # the phase is not finished until it is rewritten
-
-    build = await asyncio.to_thread(build_corpus, iteration_dir, config=clean_config, workers=workers)
+def _record_corpus(summary: DebugSummary, build: Any) -> None:
     summary.tasks = len(build.tasks)
     summary.trials = sum(len(o["trials"]) for o in build.tasks)
     summary.steps, summary.corpus_files = build.steps, build.files
@@ -143,6 +135,66 @@ async def _run(summary: DebugSummary, iteration_dir: Path, *, previous_dir: Path
     summary.errors.extend(build.errors[:50])
     log.info(summary.corpus_line())
 
+
+def _start_agent(summary: DebugSummary, *, use_agent: bool, client: Any, role: RoleConfig | None, ledger: Any,
+                 limits: DebugLimits) -> tuple[Any, Any, str | None]:
+    """(debugger agent, model client, why there is no agent): a broken start means facts only."""
+    if not use_agent:
+        return None, client, "the debugger agent was not run (no-agent mode)"
+    try:
+        if client is None:
+            from ahe.llm import make_client
+
+            client = make_client("debugger", role or RoleConfig(), ledger)
+        return load_debugger(limits), client, None
+    except Exception as exc:  # no model configured, broken workspace: facts only
+        why = f"the debugger could not start: {exc}"[:300]
+        summary.warnings.append(why)
+        return None, client, why
+
+
+async def _write_overview(summary: DebugSummary, ordered: list[TaskAnalysis], facts: dict[str, Any], iteration_dir: Path,
+                          *, agent: Any, client: Any, limits: DebugLimits, use_agent: bool, no_agent: str | None,
+                          spent: dict[str, int]) -> None:
+    """overview.json/.md: the model's clustering of the reports, else the deterministic grouping."""
+    analysis_dir = iteration_dir / "analysis"
+    overview: Overview | None = None
+    reason = no_agent or "the model aggregation is turned off"
+    failing = [a for a in ordered if a.task_outcome in ("fail", "partial")]
+    if not failing:
+        reason = "nothing to cluster: no task failed a trial"
+    elif agent is not None and client is not None and limits.aggregate_with_model:
+        try:
+            from ahe.runtime import load_agent
+
+            agg = load_agent(AGGREGATOR)
+            overview, reason, tokens = await model_overview(agg, client, ordered, facts, iteration_dir,
+                                                            limits.wall_clock_sec)
+            spent["tokens"] += tokens
+        except Exception as exc:
+            overview, reason = None, f"the aggregation failed: {type(exc).__name__}: {exc}"[:300]
+    if overview is None:
+        overview = fallback_overview(ordered, facts, iteration_dir / "corpus", reason or "no model overview")
+        if failing and use_agent and agent is not None:
+            summary.warnings.append(f"overview fell back to the deterministic grouping: {reason}")
+    atomic_write_json(analysis_dir / "overview.json", overview.model_dump(by_alias=True))
+    atomic_write_text(analysis_dir / "overview.md", render_overview(overview, facts, ordered))
+    summary.overview_source = overview.source
+    summary.overview_patterns = len(overview.patterns)
+    summary.overview_broken_citations = overview.broken_citations
+
+
+async def _run(summary: DebugSummary, iteration_dir: Path, *, previous_dir: Path | None, role: RoleConfig | None,
+               concurrency: int, limits: DebugLimits, use_agent: bool, clean_config: CleanConfig | None,
+               ledger: Any, client: Any, workers: int | None,
+               on_report: Callable[[TaskAnalysis], None] | None) -> None:
+    analysis_dir = iteration_dir / "analysis"
+    (analysis_dir / "tasks").mkdir(parents=True, exist_ok=True)
+    (analysis_dir / SUMMARY_FILE).unlink(missing_ok=True)  # the phase is not finished until it is rewritten
+
+    build = await asyncio.to_thread(build_corpus, iteration_dir, config=clean_config, workers=workers)
+    _record_corpus(summary, build)
+
     if previous_dir is not None and not Path(previous_dir).is_dir():
         summary.warnings.append(f"previous iteration {previous_dir} does not exist; no flips computed")
         previous_dir = None
@@ -153,20 +205,10 @@ async def _run(summary: DebugSummary, iteration_dir: Path, *, previous_dir: Path
     summary.analysis_order = order
     corpus_root = iteration_dir / "corpus"
 
-    own_client = False
-    agent = None
-    no_agent = None if use_agent else "the debugger agent was not run (no-agent mode)"
-    if use_agent:
-        try:
-            if client is None:
-                from ahe.llm import make_client
-
-                client = make_client("debugger", role or RoleConfig(), ledger)
-                own_client = True
-            agent = load_debugger(limits)
-        except Exception as exc:  # no model configured, broken workspace: facts only
-            no_agent = f"the debugger could not start: {exc}"[:300]
-            summary.warnings.append(no_agent)
+    given_client = client
+    agent, client, no_agent = _start_agent(summary, use_agent=use_agent, client=client, role=role, ledger=ledger,
+                                           limits=limits)
+    own_client = client is not None and client is not given_client
 
     analyses: dict[str, TaskAnalysis] = {}
     spent = {"tokens": 0}
@@ -212,30 +254,8 @@ async def _run(summary: DebugSummary, iteration_dir: Path, *, previous_dir: Path
         if summary.fallbacks and use_agent:
             summary.warnings.append(f"{summary.fallbacks} of {len(ordered)} task report(s) fell back to the facts")
 
-        overview: Overview | None = None
-        reason = no_agent or "the model aggregation is turned off"
-        failing = [a for a in ordered if a.task_outcome in ("fail", "partial")]
-        if not failing:
-            reason = "nothing to cluster: no task failed a trial"
-        elif agent is not None and client is not None and limits.aggregate_with_model:
-            try:
-                from ahe.runtime import load_agent
-
-                agg = load_agent(AGGREGATOR)
-                overview, reason, tokens = await model_overview(agg, client, ordered, facts, iteration_dir,
-                                                                limits.wall_clock_sec)
-                spent["tokens"] += tokens
-            except Exception as exc:
-                overview, reason = None, f"the aggregation failed: {type(exc).__name__}: {exc}"[:300]
-        if overview is None:
-            overview = fallback_overview(ordered, facts, corpus_root, reason or "no model overview")
-            if failing and use_agent and agent is not None:
-                summary.warnings.append(f"overview fell back to the deterministic grouping: {reason}")
-        atomic_write_json(analysis_dir / "overview.json", overview.model_dump(by_alias=True))
-        atomic_write_text(analysis_dir / "overview.md", render_overview(overview, facts, ordered))
-        summary.overview_source = overview.source
-        summary.overview_patterns = len(overview.patterns)
-        summary.overview_broken_citations = overview.broken_citations
+        await _write_overview(summary, ordered, facts, iteration_dir, agent=agent, client=client, limits=limits,
+                               use_agent=use_agent, no_agent=no_agent, spent=spent)
     finally:
         if own_client and client is not None:
             try:
