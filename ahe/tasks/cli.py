@@ -123,6 +123,27 @@ def _cell(item) -> str:
     return f"[{_STYLE[item.status]}]{escape(text)}[/{_STYLE[item.status]}]"
 
 
+def _print_check_table(report, directory: Path) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"ahe tasks check {directory}")
+    table.add_column("task", no_wrap=True)
+    for col in ("load", "oracle", "nop", "leak"):
+        table.add_column(col, overflow="fold")
+    table.add_column("time", justify="right")
+    for r in report.tasks:
+        later = [_cell(r.oracle), _cell(r.nop), _cell(r.leak)]
+        if r.oracle.status == r.nop.status == r.leak.status == "skipped":
+            later[1:] = ["[yellow]skipped[/yellow]"] * 2  # the reason once is enough
+        ran = r.oracle.status != "skipped" or r.duration_sec
+        table.add_row(escape(r.name), _cell(r.load), *later, f"{r.duration_sec:.1f}s" if ran else "-")
+    console = _console()
+    console.print(table)
+    c = report.counts()
+    console.print(f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped of {c['total']}")
+
+
 @app.command("check")
 def check(
     directory: Path = typer.Argument(..., help="A folder of task folders (or one task folder)."),
@@ -187,30 +208,7 @@ def check(
     if as_json:
         _print_json(report.to_json())
     else:
-        from rich.markup import escape
-        from rich.table import Table
-
-        table = Table(title=f"ahe tasks check {directory}")
-        table.add_column("task", no_wrap=True)
-        for col in ("load", "oracle", "nop", "leak"):
-            table.add_column(col, overflow="fold")
-        table.add_column("time", justify="right")
-        for r in report.tasks:
-            later = [_cell(r.oracle), _cell(r.nop), _cell(r.leak)]
-            if r.oracle.status == r.nop.status == r.leak.status == "skipped":
-                later[1:] = ["[yellow]skipped[/yellow]"] * 2  # the reason once is enough
-            ran = r.oracle.status != "skipped" or r.duration_sec
-            table.add_row(
-                escape(r.name), _cell(r.load), *later,
-                f"{r.duration_sec:.1f}s" if ran else "-",
-            )
-        console = _console()
-        console.print(table)
-        c = report.counts()
-        console.print(
-            f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped "
-            f"of {c['total']}"
-        )
+        _print_check_table(report, directory)
     if not report.ok:
         raise typer.Exit(1)
 
