@@ -29,7 +29,7 @@ app.add_typer(mock_app, name="mock-llm")
 def _register_subapps() -> None:
     from ahe.tasks.cli import app as tasks_app
 
-    app.add_typer(tasks_app, name="tasks", help="List and audit task folders (Harbor / Terminal-Bench 2 format).")
+    app.add_typer(tasks_app, name="tasks", help="List, audit, derive and generate task folders (Harbor / Terminal-Bench 2 format).")
 
 
 @app.command()

@@ -228,3 +228,9 @@ def sources(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
     for i in infos:
         table.add_row(i.name, i.summary)
     _console().print(table)
+
+
+from ahe.tasks.sources.playground import cli as _playground_cli  # noqa: E402 - typer only at import
+
+app.command("derive")(_playground_cli.derive)
+app.command("generate")(_playground_cli.generate)

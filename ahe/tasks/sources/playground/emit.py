@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ahe.runtime.trace import atomic_write_json
+from ahe.io import atomic_write_json
 from ahe.tasks.sources.playground.runner import GRADER
 
 Kind = Literal["implement", "library", "fix", "reproduce"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ahe.errors import AheError
-from ahe.runtime.trace import atomic_write_json
+from ahe.io import atomic_write_json
 from ahe.tasks.sources.playground.derive import DeriveLimits, ProjectDerivation, Rejected, derive_project
 from ahe.tasks.sources.playground.emit import write_task
 from ahe.tasks.sources.playground.project import find_projects, load_project
