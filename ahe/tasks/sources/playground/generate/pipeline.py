@@ -40,14 +40,17 @@ class GenerateOptions(BaseModel):
 
 
 def _client(opts: GenerateOptions, base_url: str | None):
+    """The generator role's client; the price applies to whichever model the role resolves to."""
     from ahe.llm import make_client
+    from ahe.llm.roles import resolve_role
     from ahe.llm.types import Price, RoleConfig
 
-    model = opts.model or ("mock-generator" if opts.mock_policy else None)
-    prices = {}
-    if model and (opts.price_input is not None or opts.price_output is not None):
-        prices[model] = Price(input=opts.price_input or 0.0, output=opts.price_output or 0.0)
-    cfg = RoleConfig(model=model, base_url=base_url or opts.base_url, prices=prices, max_attempts=3)
+    cfg = RoleConfig(model=opts.model or ("mock-generator" if opts.mock_policy else None),
+                     base_url=base_url or opts.base_url, max_attempts=3)
+    if opts.price_input is not None or opts.price_output is not None:
+        model = resolve_role("generator", cfg).model
+        cfg = cfg.model_copy(update={"prices": {model: Price(input=opts.price_input or 0.0,
+                                                             output=opts.price_output or 0.0)}})
     return make_client("generator", cfg)
 
 
