@@ -58,7 +58,7 @@ def _ensure_loaded() -> None:
     from ahe.sandbox.registry import backend_names
 
     backend_names()  # loads AHE_PLUGINS / entry points, which may register sources too
-    from ahe.tasks.sources import folder  # noqa: F401 - the built-in source
+    from ahe.tasks.sources import folder, playground  # noqa: F401 - the built-in sources
 
 
 def source_infos() -> list[TaskSourceInfo]:
