@@ -20,6 +20,7 @@ from jinja2 import Environment, select_autoescape
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.report import html_svg as svg
 from ahe.report.html_template import TEMPLATE
+from ahe.report.splits import collect_splits
 from ahe.rollout.models import RunResults
 from ahe.run_folder import Attribution, LoopState, RollbackReport, RunFolder, Scores, read_json, read_model
 
@@ -238,6 +239,7 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         "roles": roles, "usage_rows": usage_rows, "totals": (read_json(run.scores_json) or {}).get("totals") or {},
         "token_svg": svg.token_bars([(u["iteration"], u["tokens"]) for u in usage_rows if not u["pending"]], roles),
         "transfer": _transfer_table(read_json(transfer_file)) if transfer_file.exists() else None,
+        "splits": collect_splits(run, scores),
         "infra_total": sum(r.infra_errors for r in results.values() if r is not None),
     }
 

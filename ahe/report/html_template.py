@@ -48,7 +48,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 {% if best_iteration is not none %} · best: iteration {{ best_iteration }}{% if best_pass_at_1 is not none %} (pass@1 {{ "%.3f"|format(best_pass_at_1) }}){% endif %}{% if best_commit %}, commit <code>{{ best_commit[:12] }}</code>{% endif %}{% endif %}
  · infrastructure errors: {{ infra_total }}</p>
 <nav>Sections: <a href="#sec-curve">pass@1</a> · <a href="#sec-heatmap">tasks</a> · <a href="#sec-timeline">changes</a>
- · <a href="#sec-predictions">predictions</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
+ · <a href="#sec-predictions">predictions</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
 </header>
 
 <section id="sec-curve">
@@ -57,6 +57,22 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 <span class="key"></span>pass@1 <span class="key best"></span>best so far (the larger dot marks H<sub>best</sub>)</p>
 {{ curve_svg }}
 </section>
+
+{% if splits %}
+<section id="sec-splits">
+<h2>Splits: evolved on one, checked on the other</h2>
+<p class="meta">A SWE-Playground task set held out by project (<code>{{ splits.derive }}</code>). pass@1 of the seed
+harness and of the evolved one (the best), on the split the run evolved on and on the held-out one.</p>
+<table id="splits-table"><tr><th>split</th><th></th><th>projects</th><th>tasks</th><th>seed pass@1</th><th>evolved pass@1</th><th>Δ points</th><th>evidence</th></tr>
+{% for r in splits.rows %}<tr data-split="{{ r.split }}"><td><strong>{{ r.split }}</strong></td><td>{{ r.role }}</td><td>{{ r.projects|join(", ") }}</td>
+<td class="num">{{ r.tasks }}</td>
+{% if r.pending and r.seed is none %}<td colspan="3" class="pending">pending</td>{% else %}
+<td class="num">{{ "%.3f"|format(r.seed) if r.seed is not none else "—" }}</td><td class="num">{{ "%.3f"|format(r.evolved) if r.evolved is not none else "—" }}</td>
+<td class="num">{{ "%+.1f"|format(r.delta) if r.delta is not none else "—" }}{% if r.ci %} <span class="meta">[{{ "%.1f"|format(r.ci[0]) }}, {{ "%.1f"|format(r.ci[1]) }}]</span>{% endif %}</td>{% endif %}
+<td>{% if r.pending %}<span class="pending">{{ r.evidence }}</span>{% else %}{{ r.evidence }}{% endif %}</td></tr>
+{% endfor %}</table>
+</section>
+{% endif %}
 
 <section id="sec-heatmap">
 <h2>Pass rate per task and iteration</h2>
