@@ -172,3 +172,22 @@ def test_a_mutation_no_test_catches_is_never_emitted(tmp_path):
     fixes = [t for t in report.tasks if t.kind == "fix"]
     assert fixes and all("in double" in t.details["where"] for t in fixes)
     assert report.mutants_tried == len(fixes) + len(report.rejected)
+
+
+def test_the_playground_source_derives_once_and_gives_one_split(tmp_path):
+    from ahe.errors import AheError
+    from ahe.tasks.sources import open_source
+
+    source = open_source(f"playground:{SEEDS}?split=holdout&holdout=0.3")
+    assert "holdout" in source.describe()
+    folder = source.produce(tmp_path / "playground")
+    assert folder == tmp_path / "playground" / "holdout"
+    names = sorted(p.name for p in folder.iterdir())
+    assert names and all(n.startswith("gridpath-") for n in names)
+    stamp = (tmp_path / "playground" / "derive.json").stat().st_mtime_ns
+    assert open_source(f"playground:{SEEDS}?split=train").produce(tmp_path / "playground") == tmp_path / "playground" / "train"
+    assert (tmp_path / "playground" / "derive.json").stat().st_mtime_ns == stamp  # reused, not derived again
+    with pytest.raises(AheError, match="split must be train or holdout"):
+        open_source(f"playground:{SEEDS}?split=test")
+    with pytest.raises(AheError, match="unknown option 'seed'"):
+        open_source(f"playground:{SEEDS}?seed=1")

@@ -190,3 +190,34 @@ def test_project_errors_name_the_file_and_the_field(tmp_path):
         '[[tasks]]\nname = "t"\ntitle = "T"\ndescription = "D"\nfunctions = ["pkg/m.py:f"]\n')
     with pytest.raises(AheError, match=r"tests/test_t.py are missing"):
         load_project(tmp_path)
+
+
+def _cli(*args: str, env: dict | None = None):
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "tasks", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **(env or {})})
+    proc.stderr = " ".join(proc.stderr.split())  # rich wraps long lines
+    return proc
+
+
+def test_bad_input_is_one_sentence_and_never_overwrites(tmp_path):
+    proc = _cli("derive", "--project", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "no playground.toml found there" in proc.stderr and "Traceback" not in proc.stderr
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "precious.txt").write_text("keep me")
+    from pathlib import Path
+
+    seeds = Path(__file__).resolve().parent.parent / "examples" / "playground" / "textkit"
+    proc = _cli("derive", "--project", str(seeds), "--out", str(busy))
+    assert proc.returncode == 2 and "not empty and was not written by `ahe tasks derive`" in proc.stderr
+    assert (busy / "precious.txt").read_text() == "keep me"
+    proc = _cli("derive", "--project", str(seeds), "--out", str(tmp_path / "o"), "--holdout", "0.3")
+    assert proc.returncode == 2 and "needs at least 2 projects" in proc.stderr
+    env = {"AHE_MODEL": "", "OPENAI_BASE_URL": ""}
+    proc = _cli("generate", "--out", str(tmp_path / "g"), env=env)
+    assert proc.returncode == 2 and "No model is set for the generator role" in proc.stderr
+    assert "Traceback" not in proc.stderr

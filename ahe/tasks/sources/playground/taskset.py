@@ -21,6 +21,7 @@ from ahe.io import atomic_write_json
 from ahe.tasks.sources.playground.derive import DeriveLimits, ProjectDerivation, Rejected, derive_project
 from ahe.tasks.sources.playground.emit import write_task
 from ahe.tasks.sources.playground.project import find_projects, load_project
+from ahe.tasks.sources.playground.runner import SandboxRunner
 from ahe.tasks.sources.playground.splits import holdout_projects
 
 LOG_FILE = "derive.json"
@@ -106,14 +107,6 @@ def derive_task_set(project_paths: list[Path], out: Path, *, holdout: float = 0.
 
 
 async def _derive_all(projects, limits: DeriveLimits, concurrency: int, log) -> list[ProjectDerivation]:
-    async with SandboxRunnerFactory(concurrency) as runner:
-        out = []
-        for p in projects:
-            out.append(await derive_project(p, runner, limits, log))
-        return out
-
-
-def SandboxRunnerFactory(concurrency: int):  # noqa: N802 - reads like the class it returns
-    from ahe.tasks.sources.playground.runner import SandboxRunner
-
-    return SandboxRunner(concurrency=concurrency)
+    """One sandbox for every test run of every project (projects one after the other)."""
+    async with SandboxRunner(concurrency=concurrency) as runner:
+        return [await derive_project(p, runner, limits, log) for p in projects]

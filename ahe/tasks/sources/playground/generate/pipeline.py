@@ -160,7 +160,11 @@ def _derive(opts: GenerateOptions, projects: list[Path], say) -> None:
         return
     if not projects:
         raise AheError(f"{opts.out}: no project survived generation (see events.jsonl); nothing to derive.")
-    holdout = opts.holdout if len(projects) >= 2 else 0.0
+    holdout = opts.holdout
+    if holdout and len(projects) < 2:
+        say(f"[yellow]note[/yellow]: --holdout splits by project and only {len(projects)} project survived; "
+            "deriving without a held-out split")
+        holdout = 0.0
     report = derive_task_set(projects, out, holdout=holdout, log=lambda s: say(f"  {s}"))
     say(f"[bold]derive[/bold] {len(report.tasks)} task(s): {report.counts}")
     maybe_kill("derive")
