@@ -34,6 +34,8 @@ AHE_FIELDS = (
     "evidence_missing",
     "superseded_commits",
     "revert_commits",
+    "replay_at_risk",
+    "replay",
 )
 
 
@@ -43,6 +45,26 @@ class Evidence(BaseModel):
     task: str
     ref: str = Field(description="a corpus file, e.g. corpus/<task>/trial-2/step-014.md")
     note: str = ""
+
+
+class ReplaySummary(BaseModel):
+    """What replaying the change over the last round's recorded trials found (docs/foresight.md).
+
+    The full report is `evolve/replay/<id>.json`; this is what the manifest keeps.
+    """
+
+    replayable: bool
+    reason: str = ""
+    kinds: list[str] = Field(default_factory=list)  # middleware, tool_schema, tool_implementation, limits
+    not_replayed: list[str] = Field(default_factory=list)  # changed files whose effect no replay computes
+    trials_replayed: int = 0
+    trials_touched: int = 0
+    tasks_touched: list[str] = Field(default_factory=list)
+    first_steps: dict[str, str] = Field(default_factory=dict)  # task -> "corpus ref: what differs"
+    middleware_errors: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    report: str | None = None  # the full report, relative to the iteration folder
+    seconds: float = 0.0
 
 
 class ChangeEntry(BaseModel):
@@ -69,6 +91,9 @@ class ChangeEntry(BaseModel):
     evidence_missing: list[str] = Field(default_factory=list)  # evidence refs that name no file
     superseded_commits: list[str] = Field(default_factory=list)  # earlier attempts (gate repair)
     revert_commits: list[str] = Field(default_factory=list)  # commits that undid attempts
+    # Regression foresight: tasks passing today whose recorded steps the change alters.
+    replay_at_risk: list[str] = Field(default_factory=list)
+    replay: ReplaySummary | None = None
 
     @field_validator("files")
     @classmethod

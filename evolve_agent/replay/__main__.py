@@ -1,0 +1,3 @@
+from evolve_agent.replay.run import _main
+
+_main()
