@@ -79,7 +79,9 @@ async def reexecute(old: Any, new: Any, tools: list[str], trials: list[RecordedT
     from ahe.tasks import load_tasks
     from ahe.tasks.check import factories_for
 
-    tasks = {t.name: t for t in load_tasks(Path(tasks_dir)).tasks}
+    loaded = load_tasks(Path(tasks_dir))
+    tasks = {t.name: t for t in loaded.tasks}
+    broken = {e.name: e.message for e in loaded.errors}
     factories = factories_for(settings.reexec_sandbox)
     sem = asyncio.Semaphore(max(1, settings.reexec_concurrency // 2))  # two sandboxes per trial
     problems: list[str] = []
@@ -88,7 +90,8 @@ async def reexecute(old: Any, new: Any, tools: list[str], trials: list[RecordedT
         task = tasks.get(trial.task)
         factory = factories.get(task.runs_on) if task is not None else None
         if factory is None:
-            problems.append(f"{trial.task}: no task folder or sandbox for it")
+            problems.append(f"{trial.task}: " + (broken.get(trial.task) or f"no task of that name in {tasks_dir}, or no "
+                                                 f"{settings.reexec_sandbox} sandbox for it"))
             return None
         async with sem:
             try:
