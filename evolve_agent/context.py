@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ahe.config import ReplaySettings
+
 from ahe.harness.repo import HarnessRepo
 from evolve_agent.confine import Confinement
 from ahe.harness.manifest import ChangeEntry, Manifest, Refusal, write_manifest
@@ -31,6 +33,7 @@ class EvolveLimits(BaseModel):
     repair_wall_clock_sec: float = Field(default=600, gt=0)
     smoke_timeout_sec: float = Field(default=60, gt=0)  # one smoke session of the gate
     require_isolated_shell: bool = True  # without bwrap the shell tool is disabled, not unjailed
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)  # regression foresight at record_change
 
 
 @dataclass
@@ -52,6 +55,9 @@ class EvolveContext:
     repair_result: ChangeEntry | None = None
     finish_warned: bool = False
     reported_problems: set[str] = field(default_factory=set)  # protection problems the shell saw
+    tasks_dir: Path | None = None  # the task folders (re-execution sets up their sandboxes)
+    replay: Any = None  # ReplaySettings of regression foresight (None: the defaults)
+    replay_dir: Path | None = None  # where each change's full replay report is written
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property

@@ -217,6 +217,9 @@ async def run_evolve_phase(
             experiment_dir=experiment,
             known_tasks=known_tasks(experiment, iteration, tasks_dir),
             progress_path=progress,
+            tasks_dir=Path(tasks_dir) if tasks_dir is not None else None,
+            replay=limits.replay,
+            replay_dir=out_dir / "replay",
         )
         jail, problem, app = await _start_jail(repo.path, experiment, limits)
         ctx.jail, ctx.jail_problem = jail, problem
@@ -273,7 +276,7 @@ def _clear_artifacts(out_dir: Path) -> None:
     """What an earlier, killed attempt of this phase left in out_dir (the phase is redone whole)."""
     for name in ("trajectory.json", "events.jsonl", "manifest.json", "summary.md", PROGRESS_FILE):
         (out_dir / name).unlink(missing_ok=True)
-    for name in ("gate", "repairs", "sub_agents"):
+    for name in ("gate", "repairs", "sub_agents", "replay"):
         shutil.rmtree(out_dir / name, ignore_errors=True)
 
 

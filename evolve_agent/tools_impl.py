@@ -22,6 +22,7 @@ from ahe.runtime.tools import ToolResult
 from ahe.sandbox.output import truncate_head_tail
 from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, PathProblem, PathRefused
 from evolve_agent.context import EvolveContext
+from evolve_agent.foresight import replay_recorded_change, revise_change
 from ahe.harness.manifest import ChangeEntry
 from evolve_agent.protected import AGENT_FILE, outside_link
 
@@ -411,6 +412,7 @@ def record_change(ctx: EvolveContext, session: Any, **fields: Any) -> ToolResult
             return _error(f"could not commit the change: {type(exc).__name__}: {exc}")
         entry.commit = commit
         entry.evidence_missing = _evidence_missing(ctx, entry)
+        replay_text = replay_recorded_change(ctx, entry)
         if ctx.repair_id is not None:
             ctx.repair_result = entry
         else:
@@ -425,7 +427,8 @@ def record_change(ctx: EvolveContext, session: Any, **fields: Any) -> ToolResult
             session.note("change_recorded", id=change_id, commit=commit, files=files, component=entry.component)
         except Exception:
             pass
-    return f"recorded {change_id} as commit {commit[:12]} with {len(files)} file(s): {', '.join(files)}.{note}"
+    replay_text = f"\n\n{replay_text}" if replay_text else ""
+    return f"recorded {change_id} as commit {commit[:12]} with {len(files)} file(s): {', '.join(files)}.{note}{replay_text}"
 
 
 class _CommitRefused(Exception):
@@ -494,5 +497,5 @@ def finish(ctx: EvolveContext, session: Any, message: str = "") -> ToolResult | 
 
 __all__ = [
     "WORKSPACE_MOUNT", "delete_file", "edit_file", "finish", "grep", "list_files", "load_problem",
-    "read_file", "record_change", "shell", "write_file",
+    "read_file", "record_change", "revise_change", "shell", "write_file",
 ]

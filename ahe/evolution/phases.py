@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
@@ -153,6 +153,12 @@ async def debug_phase(ctx: PhaseContext, it: int) -> Usage | None:
     )
 
 
+def _replay_settings(ctx: PhaseContext) -> Any:
+    """Regression foresight re-executes in the run's own sandbox backend unless told otherwise."""
+    replay = ctx.cfg.evolve.replay
+    return replay if replay.reexec_sandbox else replay.model_copy(update={"reexec_sandbox": ctx.cfg.sandbox})
+
+
 async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
     """The evolve agent edits the harness (each change validated and committed); tag iter-t."""
     from evolve_agent import EvolveLimits, run_evolve_phase
@@ -164,7 +170,8 @@ async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
         out_dir=ctx.run.iteration(it).evolve,
         role=ctx.roles["evolve"],
         tasks_dir=ctx.tasks_dir,
-        limits=EvolveLimits(max_turns=ctx.cfg.evolve.max_turns, wall_clock_sec=ctx.cfg.evolve.wall_clock_sec),
+        limits=EvolveLimits(max_turns=ctx.cfg.evolve.max_turns, wall_clock_sec=ctx.cfg.evolve.wall_clock_sec,
+                            replay=_replay_settings(ctx)),
     )
     ctx.repo.discard_uncommitted()
     ctx.repo.tag(f"iter-{it:03d}")

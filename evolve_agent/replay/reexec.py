@@ -82,7 +82,7 @@ async def reexecute(old: Any, new: Any, tools: list[str], trials: list[RecordedT
     loaded = load_tasks(Path(tasks_dir))
     tasks = {t.name: t for t in loaded.tasks}
     broken = {e.name: e.message for e in loaded.errors}
-    factories = factories_for(settings.reexec_sandbox)
+    factories = factories_for(settings.reexec_sandbox or "local")
     sem = asyncio.Semaphore(max(1, settings.reexec_concurrency // 2))  # two sandboxes per trial
     problems: list[str] = []
 
@@ -91,7 +91,7 @@ async def reexecute(old: Any, new: Any, tools: list[str], trials: list[RecordedT
         factory = factories.get(task.runs_on) if task is not None else None
         if factory is None:
             problems.append(f"{trial.task}: " + (broken.get(trial.task) or f"no task of that name in {tasks_dir}, or no "
-                                                 f"{settings.reexec_sandbox} sandbox for it"))
+                                                 f"{settings.reexec_sandbox or 'local'} sandbox for it"))
             return None
         async with sem:
             try:

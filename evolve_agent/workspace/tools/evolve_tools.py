@@ -43,5 +43,11 @@ def record_change(*, state, session, **entry):
     return _impl.record_change(_ctx(state), session, **entry)
 
 
+def revise_change(id: str, predicted_fixes: list | None = None, predicted_regressions: list | None = None, *,
+                  state, session):
+    return _impl.revise_change(_ctx(state), session, id=id, predicted_fixes=predicted_fixes,
+                               predicted_regressions=predicted_regressions)
+
+
 def finish(message: str = "", *, state, session):
     return _impl.finish(_ctx(state), session, message=message)
