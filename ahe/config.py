@@ -14,6 +14,7 @@ from ahe.errors import ConfigError
 from ahe.llm.types import RoleConfig
 from ahe.runtime.config import format_validation_error, read_yaml
 from ahe.rollout.models import RolloutSettings
+from evolve_agent.replay.models import ReplaySettings
 
 
 class _Strict(BaseModel):
@@ -52,19 +53,6 @@ class DebuggerSettings(_Strict):
     enabled: bool = True
     use_agent: bool = True
     concurrency: int = Field(default=4, ge=1)
-
-
-class ReplaySettings(_Strict):
-    """Regression foresight: budgets of the replay of one change (docs/foresight.md)."""
-
-    enabled: bool = True
-    timeout_sec: float = Field(default=300, gt=0)  # the whole replay of one change, re-execution included
-    reexec: bool = True  # re-execute recorded commands when a tool implementation changed
-    reexec_max_trials: int = Field(default=8, ge=0)  # trials re-executed per change (passing ones first)
-    reexec_max_steps: int = Field(default=30, ge=1)  # agent steps re-executed per trial
-    reexec_concurrency: int = Field(default=4, ge=1)  # sandboxes running at once
-    reexec_trial_timeout_sec: float = Field(default=180, gt=0)  # the most one re-executed trial (both sides) may take
-    reexec_sandbox: Literal["local", "docker"] | None = None  # None: the run's own `sandbox`
 
 
 class EvolveSettings(_Strict):

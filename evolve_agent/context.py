@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ahe.config import ReplaySettings
+from evolve_agent.replay.models import ReplaySettings
 
 from ahe.harness.repo import HarnessRepo
 from evolve_agent.confine import Confinement

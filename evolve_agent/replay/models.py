@@ -10,8 +10,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ahe.config import ReplaySettings  # noqa: F401  (re-exported: the replay's budgets)
 from ahe.harness.manifest import ReplaySummary
+from ahe.sandbox.registry import SandboxName
+
+
+class ReplaySettings(BaseModel):
+    """Regression foresight: budgets of the replay of one change (`evolve.replay` in the experiment config, docs/foresight.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    timeout_sec: float = Field(default=300, gt=0)  # the whole replay of one change, re-execution included
+    reexec: bool = True  # re-execute recorded commands when a tool implementation changed
+    reexec_max_trials: int = Field(default=8, ge=0)  # trials re-executed per change (passing ones first)
+    reexec_max_steps: int = Field(default=30, ge=1)  # agent steps re-executed per trial
+    reexec_concurrency: int = Field(default=4, ge=1)  # sandboxes running at once
+    reexec_trial_timeout_sec: float = Field(default=180, gt=0)  # the most one re-executed trial (both sides) may take
+    reexec_sandbox: SandboxName | None = None  # None: the run's own `sandbox`
 
 
 class StepDiff(BaseModel):

@@ -77,7 +77,7 @@ async def reexecute(old: Any, new: Any, tools: list[str], trials: list[RecordedT
     if tasks_dir is None:
         return [], {**info, "trials": 0, "skipped": "no task folder is known, so no sandbox can be set up"}
     from ahe.tasks import load_tasks
-    from ahe.tasks.check import factories_for
+    from ahe.tasks.sandboxes import factories_for
 
     loaded = load_tasks(Path(tasks_dir))
     tasks = {t.name: t for t in loaded.tasks}
