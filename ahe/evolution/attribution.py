@@ -9,6 +9,11 @@ the expected value of a random predictor that names as many tasks.
 Each change is judged by the verdict policy named by `strictness` (ahe.evolution.policies:
 `paper` — the default, the paper's δ-flip rule — `lenient`, `strict`, or one registered by
 a plugin); this module computes the evidence and the prediction scores around it.
+
+Regression foresight (docs/foresight.md): a regression whose recorded steps a change's replay
+altered is pinned on that change (`RoundEvidence.pinned_by_replay`): it counts as a
+materialised risk of that change and is not blamed on the others. Regression predictions are
+scored three ways: the agent's, the replay's (`replay_at_risk`), and their union.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ def score(predicted: set[str], actual: set[str], n: int) -> PredictionScore:
         random_precision=len(actual) / n if predicted and n else None,
         random_recall=min(1.0, len(predicted) / n) if actual and n else None,
     )
+
+
+def replay_touched(c: ChangeEntry) -> set[str]:
+    """The tasks whose recorded steps the change's replay altered (passing or not)."""
+    return set(c.replay_at_risk) | set(c.replay.tasks_touched if c.replay is not None else ())
 
 
 def task_evidence(before: RunResults, after: RunResults) -> dict[str, TaskEvidence]:
@@ -82,10 +92,14 @@ def attribute(
     n = len(tasks)
     pred_fix = {t for c in changes for t in c.predicted_fixes}
     pred_reg = {t for c in changes for t in c.predicted_regressions}
+    replay_reg = {t for c in changes for t in c.replay_at_risk}
+    pinned = {t: ids for t in regressed if (ids := [c.id for c in changes if t in replay_touched(c)])}
     unpred_imp = [t for t in improved if t not in pred_fix]
     unpred_reg = [t for t in regressed if t not in pred_reg]
     evidence = RoundEvidence(iteration=iteration, delta=delta, tasks=tasks, improved=improved, regressed=regressed,
-                             changes=list(changes), unpredicted_regressions=unpred_reg)
+                             changes=list(changes), unpredicted_regressions=[t for t in unpred_reg if t not in pinned],
+                             pinned_by_replay=pinned)
+    replayed = any(c.replay is not None and c.replay.replayable for c in changes)
     return Attribution(
         iteration=iteration,
         delta=delta,
@@ -100,4 +114,7 @@ def attribute(
         regression_predictions=score(pred_reg, set(regressed), n),
         unpredicted_improvements=unpred_imp,
         unpredicted_regressions=unpred_reg,
+        replay_regression_predictions=score(replay_reg, set(regressed), n) if replayed else None,
+        union_regression_predictions=score(pred_reg | replay_reg, set(regressed), n) if replayed else None,
+        pinned_by_replay=pinned,
     )

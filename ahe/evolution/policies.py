@@ -13,9 +13,10 @@ Built in (docs/attribution.md):
 - `lenient` — as `paper`, without the net-loss rule.
 - `strict` — `keep` only when a predicted fix improved and nothing regressed at all.
 
-Regressions nobody predicted cannot be pinned on one change by these rules, so they count
-against every change whose own predictions did not hold (under `strict`, against every
-change).
+A regression the change's replay foresaw (`RoundEvidence.pinned_by_replay`, docs/foresight.md)
+counts as one of that change's materialised risks. Regressions nobody predicted and no replay
+touched cannot be pinned on one change by these rules, so they count against every change
+whose own predictions did not hold (under `strict`, against every change).
 
 Adding a policy is one class plus one registration: `register_policy(MyPolicy())`.
 """
@@ -56,7 +57,13 @@ class RoundEvidence(BaseModel):
     improved: list[str] = Field(default_factory=list)  # δ-flips up
     regressed: list[str] = Field(default_factory=list)  # δ-flips down
     changes: list[ChangeEntry] = Field(default_factory=list)  # every accepted change of the round
-    unpredicted_regressions: list[str] = Field(default_factory=list)
+    unpredicted_regressions: list[str] = Field(default_factory=list)  # nobody predicted, no replay touched
+    pinned_by_replay: dict[str, list[str]] = Field(default_factory=dict)  # regressed task -> ids whose replay touched it
+
+    def replay_hits(self, change: ChangeEntry) -> list[str]:
+        """Regressions pinned on `change` by its replay that it did not predict itself."""
+        return sorted(t for t, ids in self.pinned_by_replay.items()
+                      if change.id in ids and t not in change.predicted_regressions)
 
 
 @runtime_checkable
@@ -80,13 +87,17 @@ class _FlipRule:
         improved, regressed = set(evidence.improved), set(evidence.regressed)
         fixes_ok = [t for t in change.predicted_fixes if t in improved]
         fixes_missed = [t for t in change.predicted_fixes if t not in improved]
-        risks_hit = [t for t in change.predicted_regressions if t in regressed]
+        predicted_hit = [t for t in change.predicted_regressions if t in regressed]
+        replay_hit = evidence.replay_hits(change)
+        risks_hit = predicted_hit + replay_hit  # the change's risks that materialised, foreseen either way
         holds = bool(fixes_ok)
         reasons: list[str] = []
         if change.predicted_fixes and not holds:
             reasons.append("predicted fix did not improve")
-        if risks_hit:
-            reasons.append("predicted regression of " + ", ".join(risks_hit))
+        if predicted_hit:
+            reasons.append("predicted regression of " + ", ".join(predicted_hit))
+        if replay_hit:
+            reasons.append("regression of " + ", ".join(replay_hit) + " foreseen by replay")
         blamed = evidence.unpredicted_regressions if (not holds or self.strict) else []
         if blamed:
             reasons.append("unpredicted regression of " + ", ".join(blamed))
@@ -118,8 +129,10 @@ class _FlipRule:
             fixes_improved=fixes_ok,
             fixes_not_improved=fixes_missed,
             predicted_regressions=list(change.predicted_regressions),
-            regressions_happened=risks_hit,
+            regressions_happened=predicted_hit,
             unpredicted_regressions=list(blamed),
+            replay_at_risk=list(change.replay_at_risk),
+            replay_regressions=replay_hit,
         )
 
 

@@ -25,6 +25,8 @@ class ChangeVerdict(BaseModel):
     predicted_regressions: list[str]
     regressions_happened: list[str]
     unpredicted_regressions: list[str]
+    replay_at_risk: list[str] = Field(default_factory=list)  # the change's replay at record time
+    replay_regressions: list[str] = Field(default_factory=list)  # regressions pinned on it by its replay
 
 
 class PredictionScore(BaseModel):
@@ -55,6 +57,11 @@ class Attribution(BaseModel):
     regression_predictions: PredictionScore
     unpredicted_improvements: list[str]
     unpredicted_regressions: list[str]
+    # Regression foresight (docs/foresight.md): the replay's at-risk sets scored alone and joined
+    # with the agent's; None when no change of the round was replayable.
+    replay_regression_predictions: PredictionScore | None = None
+    union_regression_predictions: PredictionScore | None = None
+    pinned_by_replay: dict[str, list[str]] = Field(default_factory=dict)  # regressed task -> change ids
 
 
 class RollbackRecord(BaseModel):
