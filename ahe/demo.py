@@ -3,14 +3,18 @@
 The scenario (also the loop's end-to-end test):
 
 - the code agent's mock solves `word-frequency-top` (X) only when its memory holds the
-  lesson "compare your output byte for byte", always solves `fix-service-config` (Y) —
-  unless a "strict mode" framework note is present — and never solves `fix-backup-script` (Z);
+  lesson "compare your output byte for byte", always solves `fix-service-config` (Y) with one
+  shell command that rewrites `config/service.ini`, and never solves `fix-backup-script` (Z);
 - the evolve agent's mock, in iteration 1, records two changes: the lesson in
-  LongTermMEMORY.md (predicting X) and a StrictMode middleware (predicting Z, risking nothing);
-  later iterations change nothing;
-- so iteration 2 sees X improve and Y regress: the lesson is kept, the middleware is rolled
-  back automatically ("predicted fix did not improve; unpredicted regression of Y"), and
-  pass@1 rises from 1/3 to 2/3 in iteration 3.
+  LongTermMEMORY.md (predicting X) and a StrictMode middleware that refuses commands
+  overwriting files under `config/` (predicting Z, risking nothing); later iterations change
+  nothing;
+- regression foresight replays the middleware over iteration 1's recorded trials at
+  `record_change`: it would deny Y's recorded command, so Y goes into the change's
+  `replay_at_risk` — the regression only the replay foresaw (the agent predicted none);
+- so iteration 2 sees X improve and Y regress (its command is now denied): the lesson is kept,
+  the middleware is rolled back automatically ("predicted fix did not improve; regression of
+  Y foreseen by replay"), and pass@1 rises from 1/3 to 2/3 in iteration 3.
 
 Every model here is a scripted mock, and the policies written into the demo folder say so.
 """
@@ -26,16 +30,19 @@ REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "examples" / "tasks"
 X, Y, Z = "word-frequency-top", "fix-service-config", "fix-backup-script"
 LESSON = "- Before you finish, compare your output byte for byte with the format the instructions specify.\n"
-STRICT_NOTE = "strict mode: do not modify configuration files you did not create."
+STRICT_NOTE = "strict mode: do not overwrite configuration files you did not create."
 
-MIDDLEWARE = f'''"""Asks the agent to leave configuration files it did not create alone."""
+MIDDLEWARE = f'''"""Refuses shell commands that overwrite files under config/ (the agent did not create them)."""
 
 from ahe.runtime import HookResult, Middleware
 
 
 class StrictMode(Middleware):
-    def before_session(self, ctx):
-        return HookResult(add_message={STRICT_NOTE!r})
+    def before_tool(self, ctx, call):
+        command = (call.arguments or {{}}).get("command", "")
+        if "> config/" in command or ">config/" in command:
+            return HookResult(deny={STRICT_NOTE!r})
+        return None
 '''
 
 
@@ -51,7 +58,7 @@ def agent_policy(tasks: Path = TASKS) -> dict:
         "rules": [
             {"name": "X needs the lesson", "match": {"turn": 1, "first_user_contains": title[X], "system_contains": "byte for byte"},
              "tool_calls": [_shell(solve[X])]},
-            {"name": "Y unless strict mode", "match": {"turn": 1, "first_user_contains": title[Y], "messages_not_contain": "strict mode"},
+            {"name": "Y in one command", "match": {"turn": 1, "first_user_contains": title[Y]},
              "tool_calls": [_shell(solve[Y])]},
             {"name": "wrap up", "match": {"turn_min": 2}, "reply": "Done."},
         ],
@@ -76,10 +83,10 @@ def evolve_policy() -> dict:
         "component": "middleware",
         "kind": "new",
         "files": ["middleware/strict_mode.py", "agent.yaml"],
-        "summary": "StrictMode middleware: leave configuration files the agent did not create alone",
+        "summary": "StrictMode middleware: refuse commands that overwrite configuration files",
         "failure_evidence": [{"task": Z, "ref": f"corpus/{Z}/trial-1/index.md", "note": "the agent gave up on the script"}],
         "root_cause": "The agent edits files it should not touch and loses track of the task.",
-        "targeted_fix": "A framework note at session start restricting edits to files the agent created.",
+        "targeted_fix": "Deny shell commands that overwrite files under config/, which the agent did not create.",
         "why_this_component": "A rule that must hold in every session is enforced best by middleware.",
         "predicted_fixes": [Z],
         "predicted_regressions": [],

@@ -54,8 +54,14 @@ def test_audit_json_reproduces_the_scenario(demo_run, capsys):
     assert c["chg-1"]["component"] == "long_term_memory" and c["chg-1"]["files"] == ["LongTermMEMORY.md"]
     assert c["chg-1"]["predicted_fixes"] == {X: "improved"} and c["chg-1"]["rollback_commit"] is None
     assert c["chg-2"]["verdict"] == "rollback"
-    assert c["chg-2"]["reason"] == f"predicted fix did not improve; unpredicted regression of {Y}"
-    assert c["chg-2"]["predicted_fixes"] == {Z: "no change"} and c["chg-2"]["unpredicted_regressions_blamed"] == [Y]
+    assert c["chg-2"]["reason"] == f"predicted fix did not improve; regression of {Y} foreseen by replay"
+    assert c["chg-2"]["predicted_fixes"] == {Z: "no change"} and c["chg-2"]["unpredicted_regressions_blamed"] == []
+    # regression foresight: only the replay saw Y coming, and the regression is pinned on chg-2 alone
+    assert c["chg-2"]["predicted_regressions"] == {} and c["chg-2"]["replay_at_risk"] == {Y: "regressed"}
+    assert c["chg-2"]["replay_regressions"] == [Y] and c["chg-2"]["replay"]["kinds"] == ["middleware"]
+    assert c["chg-2"]["replay"]["first_steps"][Y].startswith(f"corpus/{Y}/trial-1/step-003.md: call run_shell_command denied")
+    assert c["chg-1"]["replay"]["replayable"] is False and c["chg-1"]["replay_at_risk"] == {}
+    assert it1["pinned_by_replay"] == {Y: ["chg-2"]}
     repo = git.Repo(demo_run / "workspace")
     assert c["chg-2"]["rollback_commit"] == repo.commit("iter-002").hexsha and c["chg-2"]["rollback_method"] == "git revert"
     assert it1["improved"] == [X] and it1["regressed"] == [Y]
@@ -66,12 +72,16 @@ def test_audit_json_reproduces_the_scenario(demo_run, capsys):
     # the numbers are exactly attribution.json's
     att = json.loads((demo_run / "iterations" / "002" / "attribution.json").read_text())
     assert fp == att["fix_predictions"] and rp == att["regression_predictions"]
+    for key in ("replay_regression_predictions", "union_regression_predictions"):
+        assert (it1[key]["precision"], it1[key]["recall"]) == (1.0, 1.0) and it1[key] == att[key]
+        assert it1[key]["random_recall"] == pytest.approx(1 / 3)
 
     ov = a["overall"]
     assert (ov["fix_predictions"]["precision"], ov["fix_predictions"]["recall"]) == (0.5, 1.0)
     assert ov["fix_predictions"]["random_precision"] == pytest.approx(1 / 3)
     assert ov["fix_predictions"]["random_recall"] == pytest.approx(2 / 3)
     assert (ov["regression_predictions"]["precision"], ov["regression_predictions"]["recall"]) == (None, 0.0)
+    assert (ov["union_regression_predictions"]["recall"], ov["union_regression_predictions"]["iterations"]) == (1.0, 1)
     comp = a["components"]
     assert comp["long_term_memory"]["kept"] == 1 and comp["long_term_memory"]["keep_rate"] == 1.0
     assert comp["middleware"]["rolled_back"] == 1 and comp["middleware"]["keep_rate"] == 0.0
@@ -100,14 +110,18 @@ def test_human_table_says_the_same(demo_run):
     rows = {cid: row_cells(text, cid) for cid in ("chg-1", "chg-2")}
     assert "keep" in rows["chg-1"] and "long_term_memory" in rows["chg-1"] and f"{X}: improved" in rows["chg-1"]
     assert "rollback" in rows["chg-2"] and "middleware" in rows["chg-2"] and f"{Z}: no change" in rows["chg-2"]
-    assert f"unpredicted regression of {Y}" in rows["chg-2"]
+    assert f"regression of {Y} foreseen by replay" in rows["chg-2"]
+    folded = rows["chg-2"].replace(" ", "")  # rich folds long cells at any character
+    assert f"{Y}:regressedcorpus/{Y}/trial-1/step-003.md:callrun_shell_commanddenied" in folded
     assert git.Repo(demo_run / "workspace").commit("iter-002").hexsha[:10] in rows["chg-2"]
     fix_rows = [ln for ln in text.splitlines() if ln.startswith("│ fix ")]
     # iteration 1's table and the overall table: predicted 2, happened 1, hits 1, P 0.50 (0.33), R 1.00 (0.67)
     assert sum(ln.split() == ["│", "fix", "│", "2", "│", "1", "│", "1", "│", "0.50", "│", "0.33", "│", "1.00", "│", "0.67", "│"]
                for ln in fix_rows) == 2
-    reg = next(ln.split() for ln in text.splitlines() if ln.startswith("│ regression "))
-    assert reg == ["│", "regression", "│", "0", "│", "1", "│", "0", "│", "n/a", "│", "n/a", "│", "0.00", "│", "0.00", "│"]
+    reg = next(ln.split() for ln in text.splitlines() if ln.startswith("│ regression (agent) "))
+    assert reg == ["│", "regression", "(agent)", "│", "0", "│", "1", "│", "0", "│", "n/a", "│", "n/a", "│", "0.00", "│", "0.00", "│"]
+    union = next(ln.split() for ln in text.splitlines() if ln.startswith("│ regression (agent ∪ replay) "))
+    assert union[5:] == ["│", "1", "│", "1", "│", "1", "│", "1.00", "│", "0.33", "│", "1.00", "│", "0.33", "│"]
     comp = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith(("│ middleware", "│ long_term_memory"))}
     assert comp["middleware"][1:] == ["middleware", "│", "1", "│", "0", "│", "1", "│", "0", "│", "0", "│", "0", "│", "0.00", "│"]
     assert comp["long_term_memory"][1:] == ["long_term_memory", "│", "1", "│", "1", "│", "0", "│", "0", "│", "0", "│", "0", "│", "1.00", "│"]

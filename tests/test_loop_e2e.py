@@ -62,13 +62,16 @@ def test_design_scenario(reference):
     v = {c["change_id"]: c for c in att["changes"]}
     assert v["chg-1"]["verdict"] == "keep" and v["chg-1"]["fixes_improved"] == [X]
     assert v["chg-2"]["verdict"] == "rollback"
-    assert v["chg-2"]["reason"] == f"predicted fix did not improve; unpredicted regression of {Y}"
+    assert v["chg-2"]["reason"] == f"predicted fix did not improve; regression of {Y} foreseen by replay"
+    assert v["chg-2"]["replay_at_risk"] == [Y] and v["chg-2"]["unpredicted_regressions"] == []
     assert att["improved"] == [X] and att["regressed"] == [Y]
     fp, rp = att["fix_predictions"], att["regression_predictions"]
     assert (fp["precision"], fp["recall"]) == (0.5, 1.0) and fp["predicted"] == sorted([X, Z])
     assert fp["random_precision"] == pytest.approx(1 / 3) and fp["random_recall"] == pytest.approx(2 / 3)
-    assert (rp["precision"], rp["recall"]) == (None, 0.0)
-    assert att["unpredicted_regressions"] == [Y]
+    assert (rp["precision"], rp["recall"]) == (None, 0.0)  # the agent foresaw no regression ...
+    union = att["union_regression_predictions"]
+    assert (union["precision"], union["recall"]) == (1.0, 1.0)  # ... the replay did
+    assert att["unpredicted_regressions"] == [Y] and att["pinned_by_replay"] == {Y: ["chg-2"]}
 
     # pass@1 rises: the seed solves Y only; iteration 3 evaluates lesson-without-middleware
     assert out["pass_at_1"] == [(1, pytest.approx(1 / 3)), (2, pytest.approx(1 / 3)), (3, pytest.approx(2 / 3)), (4, pytest.approx(2 / 3))]

@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
+from ahe.report import foresight
 from ahe.run_folder import Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 
 PENDING = "pending"
@@ -98,6 +99,7 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
         "rollback_commit": r.revert_commit if r else None,
         "rollback_method": r.method if r else None,
         "rollback_error": r.error if r else None,
+        **foresight.change_fields(c, v, (lambda t: _outcome(t, judged)) if judged else None),
     }
 
 
@@ -124,6 +126,7 @@ def _iteration_row(run: RunFolder, it: int, scores: Scores, state: LoopState, ch
         "regression_predictions": _pred_block(att.regression_predictions if att else None),
         "unpredicted_improvements": att.unpredicted_improvements if att else None,
         "unpredicted_regressions": att.unpredicted_regressions if att else None,
+        **foresight.iteration_fields(att),
         "attribution_file": str(run.iteration(it + 1).attribution_json.relative_to(run.root)) if att is not None else None,
         # flips measured by this iteration's own attribution (of iteration it-1's changes)
         "evaluated_flips": None if own_att is None else {"improved": own_att.improved, "regressed": own_att.regressed},
@@ -144,6 +147,7 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
     out_iters: list[dict] = []
     components = {c: {k: 0 for k in ("changes", *VERDICT_COLUMNS)} for c in COMPONENTS}
     fix_scores, reg_scores, n_list = [], [], []
+    replay_scores: dict[str, list] = {"replay": [], "union": [], "n": []}
     for it in its:
         manifest, partial = run.iteration(it).manifest()
         att, rb = run.iteration(it + 1).attribution(), run.iteration(it + 1).rollback()
@@ -156,6 +160,10 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
             fix_scores.append(att.fix_predictions.model_dump())
             reg_scores.append(att.regression_predictions.model_dump())
             n_list.append(att.n_tasks)
+            if att.union_regression_predictions is not None and att.replay_regression_predictions is not None:
+                replay_scores["replay"].append(att.replay_regression_predictions.model_dump())
+                replay_scores["union"].append(att.union_regression_predictions.model_dump())
+                replay_scores["n"].append(att.n_tasks)
         out_iters.append(_iteration_row(run, it, scores, state, changes, manifest, partial, att))
 
     components = {k: v for k, v in components.items() if v["changes"]}
@@ -175,6 +183,9 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
             "with at least one accepted change; iterations with nothing to judge are left out",
             "fix_predictions": pooled(fix_scores, n_list),
             "regression_predictions": pooled(reg_scores, n_list),
+            # pooled over the iterations where some change was replayed (docs/foresight.md)
+            "replay_regression_predictions": pooled(replay_scores["replay"], replay_scores["n"]),
+            "union_regression_predictions": pooled(replay_scores["union"], replay_scores["n"]),
         },
         "components": components,
     }
@@ -213,14 +224,15 @@ def render_audit(audit: dict, console: Any) -> None:
                 console.print("  no changes" if it["manifest"] != "missing" else "  no manifest yet (pending)")
         else:
             t = Table(show_lines=True)
-            for col in ("change", "component", "files", "summary", "predicted fixes", "predicted regressions", "verdict", "reason", "rollback"):
+            for col in ("change", "component", "files", "summary", "predicted fixes", "predicted regressions",
+                        "replay at risk", "verdict", "reason", "rollback"):
                 t.add_column(col, overflow="fold")
             for c in it["changes"]:
                 style = VERDICT_STYLE.get(c["verdict"], "")
                 rb = c["rollback_commit"][:10] + f" ({c['rollback_method']})" if c["rollback_commit"] else "-"
                 t.add_row(
                     c["id"], c["component"], "\n".join(c["files"]), c["summary"],
-                    _outcomes(c["predicted_fixes"]), _outcomes(c["predicted_regressions"]),
+                    _outcomes(c["predicted_fixes"]), _outcomes(c["predicted_regressions"]), foresight.replay_cell(c),
                     f"[{style}]{c['verdict']}[/]", c["reason"], rb,
                 )
             console.print(t)
@@ -228,10 +240,12 @@ def render_audit(audit: dict, console: Any) -> None:
             console.print(
                 f"  improved {it['improved'] or '-'}, regressed {it['regressed'] or '-'} (of {it['n_tasks']} tasks)"
             )
-            console.print(_prediction_table(f"Predictions of iteration {it['iteration']}", it["fix_predictions"], it["regression_predictions"]))
+            console.print(_prediction_table(f"Predictions of iteration {it['iteration']}", it["fix_predictions"],
+                                            it["regression_predictions"], replayed=it))
     ov = audit["overall"]
     console.print()
-    console.print(_prediction_table("Overall (pooled over judged iterations)", ov["fix_predictions"], ov["regression_predictions"], pooled=True))
+    console.print(_prediction_table("Overall (pooled over judged iterations)", ov["fix_predictions"],
+                                    ov["regression_predictions"], pooled=True, replayed=ov))
     t = Table(title="Changes per component class")
     for col in ("component", "changes", *VERDICT_COLUMNS, "keep rate"):
         t.add_column(col.replace("_", " "), justify="left" if col == "component" else "right")
@@ -240,13 +254,14 @@ def render_audit(audit: dict, console: Any) -> None:
     console.print(t)
 
 
-def _prediction_table(title: str, fix: dict, reg: dict, pooled: bool = False) -> Any:
+def _prediction_table(title: str, fix: dict, reg: dict, pooled: bool = False, replayed: dict | None = None) -> Any:
     from rich.table import Table
 
     t = Table(title=title)
     for col in ("predictions", "predicted", "happened", "hits", "precision", "random precision", "recall", "random recall"):
         t.add_column(col, justify="left" if col == "predictions" else "right")
-    for name, s in (("fix", fix), ("regression", reg)):
+    extra = foresight.extra_rows(replayed, pooled)
+    for name, s in (("fix", fix), ("regression (agent)" if extra else "regression", reg), *extra):
         n = {k: str(s[k]) if pooled else str(len(s[k])) for k in ("predicted", "actual", "hits")}
         t.add_row(name, n["predicted"], n["actual"], n["hits"], _pct(s["precision"]), _pct(s["random_precision"]),
                   _pct(s["recall"]), _pct(s["random_recall"]))
