@@ -226,6 +226,20 @@ def test_report_file_is_self_contained(demo_run: Path, tmp_path: Path) -> None:
     assert 'href="iterations/001/corpus/' in default.read_text()
 
 
+def test_report_shows_the_regression_only_the_replay_foresaw(demo_run: Path, tmp_path: Path) -> None:
+    import re
+
+    html = report_command(demo_run, tmp_path / "report.html", False).read_text()
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    y = "fix-service-config"
+    assert f"replay at risk {y} — corpus/{y}/trial-1/step-003.md: call run_shell_command denied" in text
+    assert f"foreseen by replay {y} regressed, as the replay foresaw" in text
+    assert "only text changed (LongTermMEMORY.md)" in text  # the lesson: not replayable
+    table = text[text.index("Regression foresight"):]
+    assert "2 agent 0 0 1 — — 0.00 0.00" in table
+    assert "2 replay 1 1 1 1.00 0.33 1.00 0.33" in table and "2 agent ∪ replay 1 1 1 1.00 0.33 1.00 0.33" in table
+
+
 @needs_chromium
 def test_report_loads_in_headless_chromium(demo_run: Path, tmp_path: Path) -> None:
     out = report_command(demo_run, None, False)

@@ -201,6 +201,8 @@ class EvolutionLoop:
             f"  - attribution of iteration {it - 1}'s changes: {verdicts}; improved {att.improved or '-'}, "
             f"regressed {att.regressed or '-'}; fix precision {_pct(fp.precision)} recall {_pct(fp.recall)}, "
             f"regression precision {_pct(rp.precision)} recall {_pct(rp.recall)}"
+            + (f" (agent ∪ replay: precision {_pct(up.precision)} recall {_pct(up.recall)})"
+               if (up := att.union_regression_predictions) is not None else "")
         )
 
     def _record_rollback(self, scores: Scores, it: int, att: Attribution | None, report: RollbackReport) -> None:
@@ -222,7 +224,8 @@ class EvolutionLoop:
         self.run.history(
             f"  - evolve: {len(accepted)} change(s) accepted"
             + "".join(f"\n    - {c.id} [{c.component}] {c.summary} — predicts fixes {c.predicted_fixes or '-'}, "
-                      f"risks {c.predicted_regressions or '-'} ({(c.commit or '')[:10]})" for c in accepted)
+                      f"risks {c.predicted_regressions or '-'}, replay at risk {c.replay_at_risk or '-'} "
+                      f"({(c.commit or '')[:10]})" for c in accepted)
             + (f"; {len(rejected)} rejected by the gate: " + ", ".join(f"{c.id} ({'; '.join(c.gate_errors)[:200]})" for c in rejected) if rejected else "")
             + f"; harness tagged iter-{it:03d} ({head[:10]})"
         )

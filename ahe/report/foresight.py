@@ -62,3 +62,27 @@ def extra_rows(foresight: dict | None, pooled: bool) -> list[tuple[str, dict]]:
         if block and (not pooled or block.get("iterations")):
             rows.append((name, block))
     return rows
+
+
+def timeline_fields(c: ChangeEntry, verdict: Any, att: Attribution | None) -> dict:
+    """The report's per-change foresight fields (html_template: "replay at risk")."""
+    return {
+        "replay": None if c.replay is None else c.replay.model_dump(),
+        "replay_at_risk": list(c.replay_at_risk),
+        "replay_regressions": list(getattr(verdict, "replay_regressions", []) or []),
+        "regressed_after": list(att.regressed) if att else [],
+    }
+
+
+def table_rows(att: Attribution | None, fmt: Callable[[Any], str]) -> list[dict]:
+    """The report's regression-foresight rows of one iteration: agent, replay, union (none without a replay)."""
+    if att is None or att.union_regression_predictions is None:
+        return []
+    rows = []
+    for who, s in (("agent", att.regression_predictions), ("replay", att.replay_regression_predictions),
+                   ("agent ∪ replay", att.union_regression_predictions)):
+        if s is None:
+            continue
+        rows.append({"who": who, "n_predicted": len(s.predicted), "n_hits": len(s.hits), "n_actual": len(s.actual),
+                     **{k: fmt(getattr(s, k)) for k in ("precision", "recall", "random_precision", "random_recall")}})
+    return rows

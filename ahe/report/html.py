@@ -18,6 +18,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from ahe.harness.manifest import ChangeEntry, Manifest
+from ahe.report import foresight
 from ahe.report import html_svg as svg
 from ahe.report.html_template import TEMPLATE
 from ahe.report.splits import collect_splits
@@ -156,6 +157,7 @@ def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution |
         "verdict": v.verdict if v else ("pending" if att is None else "not judged"),
         "reason": (v.reason if v else "") or (f"judged by iteration {it + 1}'s attribution, not written yet" if att is None else ""),
         "rollback": r.model_dump() if r else None, "evidence": _evidence(run, it, ch, out_dir), "diff": dlines, "diff_note": dnote,
+        **foresight.timeline_fields(ch, v, att),
     }
 
 
@@ -191,6 +193,7 @@ def _predictions(its: list[int], attributions: dict[int, Attribution | None]) ->
             row[key] = {k: _fmt_ratio(getattr(p, k) if p else None) for k in ("precision", "recall", "random_precision", "random_recall")}
             row[key]["n_predicted"] = len(p.predicted) if p else 0
             row[key]["n_actual"] = len(p.actual) if p else 0
+        row["foresight"] = foresight.table_rows(a, _fmt_ratio)
         row["unpredicted_improvements"] = a.unpredicted_improvements if a else []
         row["unpredicted_regressions"] = a.unpredicted_regressions if a else []
         predictions.append(row)

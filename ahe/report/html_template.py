@@ -101,6 +101,8 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <dt>files</dt><dd>{% for f in c.files %}<code>{{ f }}</code>{% if not loop.last %}, {% endif %}{% endfor %}</dd>
 <dt>predicted fixes</dt><dd>{% for t in c.predicted_fixes %}<span class="{{ 'hit' if t in c.fixes_improved else 'miss' }}">{{ t }}</span>{% if not loop.last %}, {% endif %}{% else %}—{% endfor %}</dd>
 <dt>predicted regressions</dt><dd>{% for t in c.predicted_regressions %}<span class="{{ 'hit' if t in c.regressions_happened else '' }}">{{ t }}</span>{% if not loop.last %}, {% endif %}{% else %}—{% endfor %}</dd>
+{% if c.replay %}<dt>replay at risk</dt><dd class="replay">{% if not c.replay.replayable %}<span class="meta">{{ c.replay.reason }}</span>{% else %}{% for t in c.replay_at_risk %}<div><span class="{{ 'hit' if t in c.regressed_after else '' }}">{{ t }}</span>{% if c.replay.first_steps[t] %} — <code>{{ c.replay.first_steps[t] }}</code>{% endif %}</div>{% else %}none{% endfor %}{% endif %}</dd>{% endif %}
+{% if c.replay_regressions %}<dt>foreseen by replay</dt><dd class="hit">{{ c.replay_regressions|join(", ") }} regressed, as the replay foresaw</dd>{% endif %}
 {% if c.unpredicted_regressions %}<dt>unpredicted regressions</dt><dd class="miss">{{ c.unpredicted_regressions|join(", ") }}</dd>{% endif %}
 {% if c.root_cause %}<dt>root cause</dt><dd>{{ c.root_cause }}</dd>{% endif %}
 {% if c.targeted_fix %}<dt>targeted fix</dt><dd>{{ c.targeted_fix }}</dd>{% endif %}
@@ -133,6 +135,15 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <td>{% if p.unpredicted_improvements %}improved: {{ p.unpredicted_improvements|join(", ") }}{% endif %}{% if p.unpredicted_regressions %} regressed: {{ p.unpredicted_regressions|join(", ") }}{% endif %}{% if not p.unpredicted_improvements and not p.unpredicted_regressions %}—{% endif %}</td>
 {% endif %}</tr>{% endfor %}
 </table>
+{% set fs = predictions|selectattr("foresight")|list %}{% if fs %}
+<h3>Regression foresight</h3>
+<p class="meta">Regression predictions of the evolve agent, of the replay of each change over the recorded trials (<code>replay_at_risk</code>), and of both together; docs/foresight.md.</p>
+<table id="foresight-table">
+<tr><th>iteration</th><th>predictor</th><th>predicted</th><th>hits</th><th>regressed</th><th>precision</th><th>random</th><th>recall</th><th>random</th></tr>
+{% for p in fs %}{% for q in p.foresight %}<tr data-who="{{ q.who }}">
+<td>{{ p.iteration }}</td><td>{{ q.who }}</td><td class="num">{{ q.n_predicted }}</td><td class="num">{{ q.n_hits }}</td><td class="num">{{ q.n_actual }}</td>
+<td class="num">{{ q.precision }}</td><td class="num meta">{{ q.random_precision }}</td><td class="num">{{ q.recall }}</td><td class="num meta">{{ q.random_recall }}</td></tr>{% endfor %}{% endfor %}
+</table>{% endif %}
 {% else %}<p class="pending">pending: the first attribution comes with iteration 2</p>{% endif %}
 </section>
 
