@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
 from evolve_agent.replay.engine import Effect, ReplaySession, differences
 from evolve_agent.replay.models import StepDiff
@@ -22,6 +23,14 @@ class TrialOutcome:
     old_errors: set[tuple[str, str]] = field(default_factory=set)
 
 
+async def _both(a: Any, b: Any, concurrent: bool) -> tuple[Effect, Effect]:
+    """Both sides of a step: concurrently when they run in sandboxes, else one after the other (cheaper)."""
+    if concurrent:
+        ea, eb = await asyncio.gather(a, b)
+        return ea, eb
+    return await a, await b
+
+
 def _errors(out: TrialOutcome, eo: Effect, en: Effect, ref: str) -> None:
     out.old_errors |= {(m, h) for m, h, _ in eo.errors}
     out.new_errors += [(m, h, e, ref) for m, h, e in en.errors]
@@ -35,7 +44,7 @@ async def replay_pair(old: ReplaySession, new: ReplaySession, trial: RecordedTri
     if not turns:
         return out
     first_ref = trial.ref(turns[0].step)
-    eo, en = await asyncio.gather(old.start(trial), new.start(trial))
+    eo, en = await _both(old.start(trial), new.start(trial), executed)
     _errors(out, eo, en, first_ref)
     reasons = differences(eo, en, executed=executed)
     if reasons:
@@ -44,7 +53,7 @@ async def replay_pair(old: ReplaySession, new: ReplaySession, trial: RecordedTri
             out.steps_differing = len(turns)  # none of the recorded steps would happen
             return out
     for i, turn in enumerate(turns):
-        eo, en = await asyncio.gather(old.step(trial, i), new.step(trial, i))
+        eo, en = await _both(old.step(trial, i), new.step(trial, i), executed)
         out.steps_replayed += 1
         ref = trial.ref(turn.step)
         _errors(out, eo, en, ref)

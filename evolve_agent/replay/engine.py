@@ -31,6 +31,7 @@ from ahe.runtime.workspace import LoadedAgent
 from evolve_agent.replay.recorded import RecordedCall, RecordedTrial, RecordedTurn
 
 _RECORDED: ContextVar[ToolResult | None] = ContextVar("ahe_replay_recorded", default=None)
+_CALL: ContextVar[RecordedCall | None] = ContextVar("ahe_replay_call", default=None)
 _RUNTIME_MARKS = ("denied", "denied_by")  # set by the runtime, not by the tool: replay decides them anew
 
 
@@ -40,9 +41,34 @@ async def _recorded_output(**_: Any) -> ToolResult:
     return out if out is not None else ToolResult(content="")
 
 
+_VERDICTS: dict[tuple[str, str], str | None] = {}  # (schema, arguments) -> Tool.validate's answer
+
+
+class _ReplayTool(Tool):
+    """A tool twin: `Tool.call` as in a session (validation, rendering), the recorded output as result.
+
+    Validation is the runtime's own `Tool.validate`; its answer is remembered per (schema,
+    arguments), so the two sides of a change that share a schema validate each call once.
+    """
+
+    def validate(self, arguments: dict[str, Any]) -> str | None:
+        rec = _CALL.get()
+        args = rec.key if rec is not None and arguments == rec.arguments else _args(arguments)
+        key = (self._schema_key, args)
+        if key not in _VERDICTS:
+            if len(_VERDICTS) > 200_000:
+                _VERDICTS.clear()
+            _VERDICTS[key] = super().validate(arguments)
+        return _VERDICTS[key]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._schema_key = json.dumps(self.description.input_schema, sort_keys=True) + "\0" + self.name
+
+
 def replay_twin(agent: LoadedAgent) -> LoadedAgent:
     """The same agent whose tools keep their descriptions (schemas) but return recorded outputs."""
-    tools = {name: Tool(description=t.description, function=_recorded_output, source=f"replay:{t.source}")
+    tools = {name: _ReplayTool(description=t.description, function=_recorded_output, source=f"replay:{t.source}")
              for name, t in agent.tools.items()}
     return dataclasses.replace(agent, tools=tools)
 
@@ -82,7 +108,7 @@ class Effect:
 
 
 def _args(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)  # as RecordedCall.key
 
 
 class ReplaySession(Session):
@@ -94,6 +120,7 @@ class ReplaySession(Session):
         self.execute = execute
         self.events = _Collector()
         self._middleware = self.agent.make_middleware()
+        self._own: tuple[RecordedTrial, list[dict[str, Any]]] | None = None
         self._track = any(overrides(mw, h) for mw in self._middleware
                           for h in ("before_model", "after_model", "wrap_model_call", "after_tool", "before_tool"))
 
@@ -119,7 +146,9 @@ class ReplaySession(Session):
         """One recorded model turn and its tool calls."""
         turn = trial.turns[index]
         if self._track:
-            self.messages = [dict(m) for m in trial.messages[:turn.n_messages]]
+            if self._own is None or self._own[0] is not trial:  # one private copy per trial: hooks may mutate
+                self._own = (trial, [dict(m) for m in trial.messages])
+            self.messages = self._own[1][:turn.n_messages]
         self.turn = index
         flags, mark = _TurnFlags(), len(self.events.items)
         if index >= self.agent.config.max_turns:
@@ -133,7 +162,7 @@ class ReplaySession(Session):
         model_changes = await self._model(turn)
         self.turn = index + 1
         if self._track:
-            self.messages.append(turn.response.assistant_message())
+            self.messages = self._own[1][:turn.n_messages + 1]  # + the recorded reply
         for mw in reversed(self._middleware):
             if overrides(mw, "after_model"):
                 self._apply(mw, await self._hook(mw, "after_model", turn.response), flags)
@@ -141,9 +170,13 @@ class ReplaySession(Session):
         if not flags.stop and turn.calls:
             reqs = [ToolCallRequest(c.id, c.name, dict(c.arguments) if c.arguments is not None else None,
                                     c.raw_arguments, c.parse_error) for c in turn.calls]
-            results = await asyncio.gather(*(self._call(r, c, flags) for r, c in zip(reqs, turn.calls)))
-            for req, res in zip(reqs, results):
-                calls.append(CallEffect(req.name, _args(req.arguments), res.content, res.is_error,
+            if len(reqs) == 1:  # the common case, without the cost of a task
+                results = [await self._call(reqs[0], turn.calls[0], flags)]
+            else:  # several calls of one turn run concurrently in a session
+                results = await asyncio.gather(*(self._call(r, c, flags) for r, c in zip(reqs, turn.calls)))
+            for req, res, rec in zip(reqs, results, turn.calls):
+                args = rec.key if req.arguments == rec.arguments else _args(req.arguments)
+                calls.append(CallEffect(req.name, args, res.content, res.is_error,
                                         res.content if res.metadata.get("denied") else None,
                                         res.metadata.get("error_kind")))
         eff = self._effect(flags, mark)
@@ -181,9 +214,11 @@ class ReplaySession(Session):
             return await self._execute_call(req, flags)
         meta = {k: v for k, v in rec.metadata.items() if k not in _RUNTIME_MARKS}
         token = _RECORDED.set(ToolResult(content=rec.content, is_error=rec.is_error, metadata=meta))
+        token2 = _CALL.set(rec)
         try:
             return await self._execute_call(req, flags)
         finally:
+            _CALL.reset(token2)
             _RECORDED.reset(token)
 
 

@@ -26,14 +26,28 @@ class RecordedCall:
     content: str  # the observation the model saw
     is_error: bool
     metadata: dict[str, Any]
+    key: str = ""  # the arguments as canonical JSON (compared and validated without re-encoding)
 
 
 @dataclass
 class RecordedTurn:
     step: int  # the ATIF step number (corpus numbering)
     n_messages: int  # how many messages preceded this model call
-    response: ModelResponse
+    content: str
+    reasoning: str | None
+    model: str | None
     calls: list[RecordedCall]
+    _response: ModelResponse | None = None
+
+    @property
+    def response(self) -> ModelResponse:
+        """The model reply as the runtime's type (built on first use: only model hooks need it)."""
+        if self._response is None:
+            self._response = ModelResponse(
+                content=self.content, reasoning_content=self.reasoning, model=self.model,
+                tool_calls=[ToolCall(id=c.id, name=c.name, raw_arguments=c.raw_arguments, arguments=c.arguments,
+                                     parse_error=c.parse_error) for c in self.calls])
+        return self._response
 
 
 @dataclass
@@ -67,19 +81,24 @@ def _call(tc: dict[str, Any], results: dict[str, dict[str, Any]]) -> RecordedCal
         raw, parse_error, args = str(args["_raw"]), "arguments were not a JSON object", None
     elif not isinstance(args, dict):
         raw, parse_error, args = json.dumps(args), "arguments were not a JSON object", None
-    else:
-        raw = json.dumps(args, ensure_ascii=False)
+    key = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+    raw = raw or key  # the trace keeps parsed arguments; their canonical JSON stands in for the model's text
     res = results.get(cid) or {}
     extra = dict(res.get("extra") or {})
     extra.pop("tool", None)
     is_error = bool(extra.pop("is_error", False))
     content = res.get("content")
     return RecordedCall(cid, str(tc.get("function_name") or ""), args, raw, parse_error,
-                        content if isinstance(content, str) else json.dumps(content), is_error, extra)
+                        content if isinstance(content, str) else json.dumps(content), is_error, extra, key)
 
 
-def _assistant_message(resp: ModelResponse) -> dict[str, Any]:
-    return resp.assistant_message()
+def _assistant_message(text: str, calls: list[RecordedCall]) -> dict[str, Any]:
+    """As `ModelResponse.assistant_message` builds it in a session."""
+    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
+                             for c in calls]
+    return msg
 
 
 def parse_trajectory(task: str, trial: str, traj: dict[str, Any], passed: bool | None) -> RecordedTrial:
@@ -103,15 +122,8 @@ def parse_trajectory(task: str, trial: str, traj: dict[str, Any], passed: bool |
         obs = step.get("observation") or {}
         results = {str(r.get("source_call_id")): r for r in obs.get("results") or () if isinstance(r, dict)}
         calls = [_call(tc, results) for tc in step.get("tool_calls") or () if isinstance(tc, dict)]
-        resp = ModelResponse(
-            content=text,
-            reasoning_content=step.get("reasoning_content"),
-            model=step.get("model_name"),
-            tool_calls=[ToolCall(id=c.id, name=c.name, raw_arguments=c.raw_arguments, arguments=c.arguments, parse_error=c.parse_error)
-                        for c in calls],
-        )
-        turns.append(RecordedTurn(sid, len(messages), resp, calls))
-        messages.append(_assistant_message(resp))
+        turns.append(RecordedTurn(sid, len(messages), text, step.get("reasoning_content"), step.get("model_name"), calls))
+        messages.append(_assistant_message(text, calls))
         for c in calls:
             messages.append({"role": "tool", "tool_call_id": c.id, "content": c.content})
     return RecordedTrial(task, trial, passed, messages, turns, width)
