@@ -114,6 +114,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=89)
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--turns", type=int, default=40)
+    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ahe-bench-foresight-"))
     try:
@@ -139,7 +140,7 @@ def main() -> None:
     print(f"\nunion recall / agent recall = {ratio:.1f}x; alarms on the change that touches nothing: "
           f"{fs['false_alarms_on_untouched_change']}")
     path = write_result("foresight", {"speed": rows, "scenarios": fs, "union_over_agent_recall": ratio,
-                                      "params": vars(args)})
+                                      "params": {k: str(v) for k, v in vars(args).items()}}, args.out)
     print(f"wrote {path}")
 
 

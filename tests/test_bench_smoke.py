@@ -62,3 +62,9 @@ def test_startup_smoke(tmp_path):
     data = run("bench_startup.py", tmp_path / "s.json", "--runs", "1")
     labels = {r["label"] for r in data["results"] if "median_ms" in r}
     assert {"ahe --help", "ahe eval --help"} <= labels
+
+
+def test_foresight_smoke(tmp_path):
+    data = run("bench_foresight.py", tmp_path / "f.json", "--tasks", "2", "--trials", "1", "--turns", "3", "--runs", "1")
+    assert [r["trials"] for r in data["speed"]] == [2, 2, 2]
+    assert data["scenarios"]["union"]["recall"] == 1.0
