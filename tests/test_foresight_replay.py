@@ -184,3 +184,20 @@ def test_reexecuted_tool_implementation(repo, tmp_path):
     assert "differs when re-executed: timed out after 1s" in r.tasks[0].first.reasons[0]
     off = replay_change(repo, c, it, tasks_dir=tasks, settings=ReplaySettings(reexec=False))
     assert off.tasks == [] and "turned off" in off.reexec["skipped"]
+
+
+def test_model_hooks_and_turn_limit(repo, round_dir):
+    """before_model sees the recorded conversation; a lower max_turns stops sessions early."""
+    c = _mw(repo, "    def before_model(self, ctx, messages):\n"
+                  "        if any('Traceback' in str(m.get('content')) for m in messages):\n"
+                  "            return HookResult(add_message='a command crashed: read the traceback first')\n")
+    r = replay_change(repo, c, round_dir)
+    assert _firsts(r) == {"parse-logs": "corpus/parse-logs/trial-2/step-005.md"}  # the turn after the crash
+    assert r.tasks[0].first.reasons == ["note injected: a command crashed: read the traceback first"]
+    agent = (repo / "agent.yaml").read_text().replace("max_turns: 100", "max_turns: 2")
+    r = replay_change(repo, commit_change(repo, {"agent.yaml": agent}), round_dir)
+    assert r.kinds == ["limits"]
+    assert _firsts(r) == {"build-app": "corpus/build-app/trial-1/step-005.md",
+                          "parse-logs": "corpus/parse-logs/trial-1/step-005.md",
+                          "serve-api": "corpus/serve-api/trial-1/step-005.md"}
+    assert r.tasks[0].first.reasons == ["session stopped: max_turns=2 reached"]
