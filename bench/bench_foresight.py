@@ -71,7 +71,7 @@ def speed(root: Path, runs: int, tasks: int, trials: int, turns: int) -> list[di
     from tests.foresight_support import harness_repo
 
     it = root / "run" / "iterations" / "001"
-    raw = make_iteration(it, tasks=tasks, trials=trials, turns=turns)
+    raw = make_iteration(it, tasks=tasks, trials=trials, turns=turns)["raw_bytes"]
     repo = harness_repo(root / "workspace")
     rows = []
     for name, commit in _changes(repo):
