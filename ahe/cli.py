@@ -162,6 +162,25 @@ def audit(
 
 
 @app.command()
+def simulate(
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Scenario YAML (docs/decisions.md); default: 89 tasks, k=2, 15% flaky, paper-quality manifests."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for the run folders and table (default runs/simulate-<scenario>)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=1, help="Override the scenario's number of seeds."),
+    iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Override the scenario's iterations."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Seeds run in parallel (default: up to 4 CPUs)."),
+    keep_runs: str = typer.Option("first", "--keep-runs", help="Run folders to keep: first (seed), all, none."),
+) -> None:
+    """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
+    from rich.console import Console
+
+    from ahe.simulate.command import simulate_command
+
+    if keep_runs not in ("first", "all", "none"):
+        raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
+    simulate_command(scenario, out, seeds, iterations, jobs, keep_runs, Console())
+
+
+@app.command()
 def diff(
     run_dir: Path = typer.Argument(..., help="Run folder of `ahe evolve`."),
     a: str = typer.Argument(..., help="Iteration number (2 → iter-002), tag or commit."),

@@ -47,6 +47,8 @@ class AttributionSettings(_Strict):
     # a verdict policy of ahe.evolution.policies: paper (= the old "balanced"), lenient, strict;
     # checked when the loop starts (the policies live above this layer)
     strictness: str = "paper"
+    # the noise policy's targeted re-evaluation: extra trials per iteration, as a share of one round (tasks × k)
+    reeval_share: float = Field(default=0.5, ge=0, le=4)
 
 
 class DebuggerSettings(_Strict):

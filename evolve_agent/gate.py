@@ -113,8 +113,10 @@ class Gate:
     """Checks changes against a base commit. Build one per evolve phase."""
 
     def __init__(self, repo: HarnessRepo, base_commit: str, *, tasks_dir: Path | None = None,
-                 smoke_url: str | None = None, smoke_timeout_sec: float = 60, trace_dir: Path | None = None) -> None:
+                 smoke_url: str | None = None, smoke_timeout_sec: float = 60, trace_dir: Path | None = None,
+                 smoke: bool = True) -> None:
         self.repo = repo
+        self.smoke = smoke  # False only for changes that register no component (the decision simulator)
         self.base_commit = base_commit
         self.base = BaseSnapshot.from_commit(repo, base_commit)
         self.smoke_url = smoke_url
@@ -159,7 +161,7 @@ class Gate:
         warnings: list[str] = []
         if load_err:
             errors.append(f"the workspace does not load: {load_err}")
-        else:
+        elif self.smoke:
             trace = self.trace_dir / label if self.trace_dir else None
             if trace is not None and trace.exists():
                 shutil.rmtree(trace, ignore_errors=True)
@@ -208,14 +210,14 @@ def _restore_as_uncommitted(repo: HarnessRepo, files: list[str], source: str) ->
 
 async def run_gate(repo: HarnessRepo, manifest: Manifest, *, base_commit: str | None = None,
                    tasks_dir: Path | None = None, smoke_url: str | None = None, repair: RepairFn | None = None,
-                   smoke_timeout_sec: float = 60, trace_dir: Path | None = None) -> Manifest:
+                   smoke_timeout_sec: float = 60, trace_dir: Path | None = None, smoke: bool = True) -> Manifest:
     """Check every `recorded` change of `manifest` in order; updates and returns it."""
     base_commit = base_commit or manifest.base_commit
     pending = [c for c in manifest.changes if c.status == "recorded"]
     if not pending:
         return manifest
     gate = Gate(repo, base_commit, tasks_dir=tasks_dir, smoke_url=smoke_url, smoke_timeout_sec=smoke_timeout_sec,
-                trace_dir=trace_dir)
+                trace_dir=trace_dir, smoke=smoke)
     manifest.gate_notes += gate.notes
     try:
         for entry in pending:

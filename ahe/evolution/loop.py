@@ -6,7 +6,8 @@ Iteration t evaluates H_{t-1} (tag iter-{t-1}) and produces H_t (tag iter-{t}):
 
 After the last iteration the final harness is evaluated too (rollout, attribution,
 rollback; no new edits), so the last manifest's predictions are checked like every other.
-H_best is the evaluated harness with the highest pass@1 (ties keep the earlier one).
+H_best is the evaluated harness with the highest pass@1 (ties keep the earlier one); under a
+policy that judges by evidence (`noise`), the harness the pooled evidence rates best (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any, Awaitable, Callable
 
 from rich.console import Console
 
@@ -37,14 +39,18 @@ from ahe.evolution.policies import get_policy
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.llm.types import RoleConfig, Usage
+from ahe.rollout.executor import Executor
 from ahe.run_folder import PHASES, Attribution, IterationScore, LoopState, RollbackReport, RunFolder, Scores
 
 SEED_DEFAULT = Path(__file__).resolve().parents[2] / "harness_workspace"
 
 
 class EvolutionLoop:
-    def __init__(self, cfg: ExperimentConfig, run_dir: Path, *, console: Console | None = None) -> None:
-        get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
+    def __init__(self, cfg: ExperimentConfig, run_dir: Path, *, console: Console | None = None,
+                 executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None) -> None:
+        policy = get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
+        self.by_evidence = hasattr(policy, "judge_round")  # H_best by the evidence, after each rollback
+        self.executor, self.evolve = executor, evolve  # None unless `ahe simulate` replaces them
         self.cfg = cfg
         self.run = RunFolder(run_dir)
         self.console = console or Console(stderr=True, quiet=True)
@@ -80,6 +86,7 @@ class EvolutionLoop:
         return PhaseContext(
             cfg=self.cfg, run=self.run, repo=repo, tasks_dir=resolve_tasks(self.cfg.tasks, self.run.tasks_source),
             roles=self.roles, console=self.console, should_stop=lambda: self.stop_requested,
+            executor=self.executor, evolve=self.evolve,
         )
 
     # ------------------------------------------------------------------ main
@@ -144,9 +151,14 @@ class EvolutionLoop:
         if phase == "rollout":
             self._record_rollout(scores, it, await rollout_phase(ctx, it), repo, final=final)
         elif phase == "attribution":
-            self._record_attribution(it, attribution_phase(ctx, it))
+            att = await attribution_phase(ctx, it)
+            self._record_attribution(it, att)
+            if att.reeval is not None:
+                self._record_reeval(scores, it, att)
         elif phase == "rollback":
             self._record_rollback(scores, it, ctx.run.iteration(it).attribution(), rollback_phase(ctx, it))
+            if self.by_evidence:
+                self._best_by_evidence(scores, it, repo)
             if final:
                 repo.tag("final")
         elif phase == "debug":
@@ -182,7 +194,8 @@ class EvolutionLoop:
             final=final,
         )
         scores.upsert(score)
-        if scores.best_pass_at_1 is None or results.pass_at_1 > scores.best_pass_at_1 + 1e-12:
+        later = self.by_evidence and scores.best_pass_at_1 is not None  # then H_best is chosen after the rollback
+        if not later and (scores.best_pass_at_1 is None or results.pass_at_1 > scores.best_pass_at_1 + 1e-12):
             scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = it, commit, results.pass_at_1
             repo.tag("best", commit)
         self.run.save_scores(scores)
@@ -204,6 +217,29 @@ class EvolutionLoop:
             + (f" (agent ∪ replay: precision {_pct(up.precision)} recall {_pct(up.recall)})"
                if (up := att.union_regression_predictions) is not None else "")
         )
+
+    def _record_reeval(self, scores: Scores, it: int, att: Attribution) -> None:
+        r = att.reeval
+        score = scores.get(it)
+        if r is None or score is None:
+            return
+        score.reeval_trials = r.spent  # set, not added: a redone phase counts its finished trials again
+        score.tokens["reeval"], score.cost_usd["reeval"] = r.tokens, r.cost_usd
+        scores.upsert(score)
+        self.run.save_scores(scores)
+        if r.spent:
+            self.run.history(f"  - re-evaluation: {r.spent} extra trials (budget {r.budget}; {r.run_now} run now, "
+                             f"{r.spent - r.run_now} found finished)")
+
+    def _best_by_evidence(self, scores: Scores, it: int, repo: HarnessRepo) -> None:
+        """H_best without the winner's curse (ahe.evolution.noise.best_by_evidence)."""
+        from ahe.evolution.noise import best_by_evidence
+
+        r, commit, est = best_by_evidence(self.run, it, repo.head())
+        scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = r, commit, round(est, 6)
+        repo.tag("best", commit)
+        self.run.save_scores(scores)
+        self.run.history(f"  - best harness by the evidence: {commit[:10]} (estimated pass@1 {est:.3f})")
 
     def _record_rollback(self, scores: Scores, it: int, att: Attribution | None, report: RollbackReport) -> None:
         score = scores.get(it)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
@@ -23,6 +23,7 @@ from ahe.evolution.rollback import apply_rollbacks
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.harness.repo import HarnessRepo
 from ahe.llm.types import RoleConfig, Usage
+from ahe.rollout.executor import Executor
 from ahe.rollout.models import RunResults
 from ahe.rollout.scheduler import RolloutConfig, run_rollouts
 from ahe.run_folder import Attribution, HarnessRef, RollbackReport, RunFolder, write_model
@@ -43,6 +44,8 @@ class PhaseContext:
     roles: dict[str, RoleConfig] = field(default_factory=dict)
     console: Console = field(default_factory=lambda: Console(stderr=True, quiet=True))
     should_stop: Callable[[], bool] = lambda: False
+    executor: Executor | None = None  # None: trials in sandboxes (AsyncioExecutor); `ahe simulate` injects one
+    evolve: Callable[..., Awaitable[Manifest]] | None = None  # None: the evolve agent; `ahe simulate` scripts it
 
 
 class RolloutOutcome(BaseModel):
@@ -84,7 +87,8 @@ async def rollout_phase(ctx: PhaseContext, it: int) -> RolloutOutcome:
         progress = Progress(len(plan.specs), cfg.concurrency, ctx.console, already_done=len(plan.done))
     with progress or contextlib.nullcontext():
         results = await run_rollouts(
-            cfg, d.root, on_event=progress.on_event if progress else None, should_stop=ctx.should_stop
+            cfg, d.root, executor=ctx.executor, on_event=progress.on_event if progress else None,
+            should_stop=ctx.should_stop,
         )
     if ctx.should_stop():
         raise StopRequested()
@@ -106,8 +110,20 @@ def accepted_changes(ctx: PhaseContext, it: int) -> list[ChangeEntry]:
     return [] if manifest is None or partial else manifest.accepted()
 
 
-def attribution_phase(ctx: PhaseContext, it: int) -> Attribution:
-    """Judge the changes of iteration t-1 by what flipped between t-1 and t."""
+async def attribution_phase(ctx: PhaseContext, it: int) -> Attribution:
+    """Judge the changes of iteration t-1 by what flipped between t-1 and t (or, for a policy
+    that judges whole rounds, by its own evidence and re-evaluation trials)."""
+    from ahe.evolution.policies import get_policy
+
+    policy: Any = get_policy(ctx.cfg.attribution.strictness)
+    if hasattr(policy, "judge_round"):
+        att = await policy.judge_round(ctx, it)
+        if ctx.should_stop():
+            raise StopRequested()
+        if att.reeval is not None:
+            write_model(ctx.run.iteration(it).reeval_json, att.reeval)
+        write_model(ctx.run.iteration(it).attribution_json, att)
+        return att
     att = attribute(
         accepted_changes(ctx, it - 1),
         _results(ctx, it - 1),
@@ -163,6 +179,11 @@ async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
     """The evolve agent edits the harness (each change validated and committed); tag iter-t."""
     from evolve_agent import EvolveLimits, run_evolve_phase
 
+    if ctx.evolve is not None:
+        manifest = await ctx.evolve(repo=ctx.repo, iteration=it, out_dir=ctx.run.iteration(it).evolve, tasks_dir=ctx.tasks_dir)
+        ctx.repo.discard_uncommitted()
+        ctx.repo.tag(f"iter-{it:03d}")
+        return EvolveOutcome(manifest=manifest, usage=Usage.model_validate(manifest.usage or {}))
     manifest = await run_evolve_phase(
         repo=ctx.repo,
         experiment_dir=ctx.run.root,

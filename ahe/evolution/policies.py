@@ -12,6 +12,10 @@ Built in (docs/attribution.md):
   some task regressed, or when more of its predicted risks happened than its fixes held.
 - `lenient` — as `paper`, without the net-loss rule.
 - `strict` — `keep` only when a predicted fix improved and nothing regressed at all.
+- `keep-everything` — every change is kept (the paper's reference code never reverts).
+- `noise` — a statistical judgement with targeted re-evaluation (`ahe.evolution.noise`,
+  docs/decisions.md). It judges a whole round at once (`RoundPolicy`), because it runs trials
+  and pins each movement on one change by evidence.
 
 A regression the change's replay foresaw (`RoundEvidence.pinned_by_replay`, docs/foresight.md)
 counts as one of that change's materialised risks. Regressions nobody predicted and no replay
@@ -157,6 +161,27 @@ def get_policy(name: str) -> VerdictPolicy:
     return policy
 
 
+class _KeepEverything:
+    name = "keep-everything"
+
+    def judge(self, change: ChangeEntry, evidence: RoundEvidence) -> ChangeVerdict:
+        return ChangeVerdict(
+            change_id=change.id, commit=change.commit, component=change.component, verdict="keep",
+            reason="keep-everything: the reference code never reverts",
+            predicted_fixes=list(change.predicted_fixes),
+            fixes_improved=[t for t in change.predicted_fixes if t in evidence.improved],
+            fixes_not_improved=[t for t in change.predicted_fixes if t not in evidence.improved],
+            predicted_regressions=list(change.predicted_regressions),
+            regressions_happened=[t for t in change.predicted_regressions if t in evidence.regressed],
+            unpredicted_regressions=[],
+        )
+
+
 register_policy(_FlipRule("paper", net_loss=True, strict=False))
 register_policy(_FlipRule("lenient", net_loss=False, strict=False))
 register_policy(_FlipRule("strict", net_loss=False, strict=True))
+register_policy(_KeepEverything())
+
+from ahe.evolution.noise import NoisePolicy  # noqa: E402  (it uses this module's registry types)
+
+register_policy(NoisePolicy())

@@ -9,8 +9,11 @@ from ahe.run_folder.decisions import (
     Attribution,
     ChangeVerdict,
     PredictionScore,
+    ReevalHarness,
+    ReevalSummary,
     RollbackRecord,
     RollbackReport,
+    TaskEvidenceRecord,
     Verdict,
 )
 from ahe.run_folder.folder import HarnessRef, IterationFolder, RunFolder, read_json, read_model, write_model
@@ -18,6 +21,6 @@ from ahe.run_folder.records import PHASES, IterationScore, LoopState, Scores
 
 __all__ = [
     "PHASES", "Attribution", "ChangeVerdict", "HarnessRef", "IterationFolder", "IterationScore", "LoopState",
-    "PredictionScore", "RollbackRecord", "RollbackReport", "RunFolder", "Scores", "Verdict", "read_json",
+    "PredictionScore", "ReevalHarness", "ReevalSummary", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "Verdict", "read_json",
     "read_model", "write_model",
 ]

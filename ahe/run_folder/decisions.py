@@ -11,6 +11,22 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 Verdict = Literal["keep", "rollback", "inconclusive"]
+Movement = Literal["up", "down", "none"]
+
+
+class TaskEvidenceRecord(BaseModel):
+    """What the noise-aware policy knew about one task (docs/decisions.md)."""
+
+    task: str
+    before: tuple[int, int]  # (successes, trials) on the round's base harness, history pooled in
+    after: tuple[int, int]  # (successes, trials) on the round's head harness
+    history_trials: int = 0  # of `before`, trials from earlier rounds judged to be about the same harness
+    reeval_trials: int = 0  # re-evaluation trials spent on this task this round (both sides and without-c)
+    p_up: float  # posterior P(pass rate after > before)
+    movement: Movement
+    flaky: bool = False  # both outcomes seen on one harness
+    attributed_to: list[str] = Field(default_factory=list)
+    how: str = ""  # how the movement was pinned on a change (or why it was not)
 
 
 class ChangeVerdict(BaseModel):
@@ -27,6 +43,8 @@ class ChangeVerdict(BaseModel):
     unpredicted_regressions: list[str]
     replay_at_risk: list[str] = Field(default_factory=list)  # the change's replay at record time
     replay_regressions: list[str] = Field(default_factory=list)  # regressions pinned on it by its replay
+    confidence: float | None = None  # statistical policies: probability that the verdict is right
+    touched_tasks: list[str] = Field(default_factory=list)  # statistical policies: tasks this change was found to move
 
 
 class PredictionScore(BaseModel):
@@ -62,6 +80,25 @@ class Attribution(BaseModel):
     replay_regression_predictions: PredictionScore | None = None
     union_regression_predictions: PredictionScore | None = None
     pinned_by_replay: dict[str, list[str]] = Field(default_factory=dict)  # regressed task -> change ids
+    evidence: list[TaskEvidenceRecord] = Field(default_factory=list)  # noise policy: tasks with any signal
+    reeval: "ReevalSummary | None" = None  # noise policy: the targeted re-evaluation of this round
+
+
+class ReevalHarness(BaseModel):
+    commit: str
+    state: list[str]  # the changes present ("NNN/chg-k"), so later rounds can pool these trials
+
+
+class ReevalSummary(BaseModel):
+    """reeval.json of iteration t: what targeted re-evaluation spent and on which harnesses."""
+
+    budget: int
+    spent: int  # trials asked for (run now or found finished)
+    run_now: int  # trials run in the session that finished the phase
+    tokens: int = 0
+    cost_usd: float = 0.0
+    prior: tuple[float, float] | None = None  # the Beta prior fitted to the run's tasks
+    harnesses: dict[str, ReevalHarness] = Field(default_factory=dict)  # tag -> harness
 
 
 class RollbackRecord(BaseModel):
@@ -81,3 +118,6 @@ class RollbackReport(BaseModel):
     base_head: str
     head: str
     rolled_back: list[RollbackRecord] = Field(default_factory=list)
+
+
+Attribution.model_rebuild()

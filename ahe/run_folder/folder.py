@@ -104,7 +104,17 @@ class IterationFolder:
 
     @property
     def reeval(self) -> Path:
+        """reeval/<task>/<harness-tag>/trial-<n>/: targeted re-evaluation trials (noise policy)."""
         return self.root / "reeval"
+
+    @property
+    def reeval_json(self) -> Path:
+        return self.root / "reeval.json"
+
+    @property
+    def reeval_harness(self) -> Path:
+        """reeval-harness/<harness-tag>/: the files of each re-evaluated harness (a git archive)."""
+        return self.root / "reeval-harness"
 
     def trial_dir(self, task: str, trial: int) -> Path:
         return self.rollouts / task / f"trial-{trial}"

@@ -40,6 +40,7 @@ class IterationScore(BaseModel):
     n_trials: int
     n_passed: int
     infra_errors: int
+    reeval_trials: int = 0  # targeted re-evaluation trials of this iteration's attribution (noise policy)
     tokens: dict[str, int] = Field(default_factory=dict)  # per role
     cost_usd: dict[str, float] = Field(default_factory=dict)  # per role
     timings_sec: dict[str, float] = Field(default_factory=dict)  # per phase

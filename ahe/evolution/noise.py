@@ -1,0 +1,390 @@
+"""The noise-aware verdict policy (`strictness: noise`, DESIGN.md §11.1, docs/decisions.md).
+
+A change is judged by evidence, not by a δ threshold on two trials:
+
+1. Per task, the pass rate on the round's base harness (with every earlier trial that is
+   evidence about it, see `ahe.evolution.evidence.Ledger`) against its head harness;
+   `p_up` = posterior P(after > before). A task *moved* when p_up ≥ 0.99 (up) or ≤ 0.01 (down).
+2. Tasks that hinge — a predicted fix or risk, or a rate that moved ≥ 0.3 without being
+   decisive — get targeted re-evaluation trials on both tags, a few at a time, until decisive
+   or the budget (a share of one round) is spent.
+3. A moved task is pinned on a change by evidence: the only change of the round; else "head
+   without c" is re-evaluated on that task — c caused it when the task falls back to its
+   base level without c, and is cleared when it stays (the last uncleared change is it).
+4. A change is kept when it moved some task up and P(its net effect > 0) ≥ 0.9; otherwise it
+   is rolled back — a change with no measurable benefit is harness bloat, and the burden of
+   proof is on the change. The confidence of each verdict is stated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior, prob_between, prob_greater
+from ahe.evolution.reeval import Reevaluator, make_reevaluator, without_change
+from ahe.harness.manifest import ChangeEntry
+from ahe.run_folder import (Attribution, ChangeVerdict, ReevalHarness, ReevalSummary, RunFolder, TaskEvidenceRecord,
+                            read_model)
+
+DECISIVE = 0.99  # p_up at or beyond this (or 1 − this) is a movement
+HINGE_RATE = 0.3  # a raw rate difference that earns re-evaluation
+KEEP_AT = 0.9  # P(net effect > 0) needed to keep
+SCREEN_SHARE = 0.6  # of the budget, at most this much on screening; the rest pins movements on changes
+MAX_EXTRA = 10  # re-evaluation trials per task and side
+FLAT_EXTRA = 4  # a predicted task that does not move gets this many before it is let go
+NAMED_ODDS = 3.0  # prior odds that a change which predicted a movement caused it, against one that did not
+MAX_LOO = 6  # trials of "head without c" on one task
+CONFIRM = 2  # a movement seen in the round's own trials must survive this many fresh ones on the head
+
+
+def change_key(iteration: int, change_id: str) -> str:
+    return f"{iteration:03d}/{change_id}"
+
+
+@dataclass
+class Replay:
+    """The run's history replayed from its files: states evaluated, evidence, judged changes."""
+
+    ledger: Ledger = field(default_factory=Ledger)
+    states: dict[int, frozenset[str]] = field(default_factory=dict)  # round -> state it evaluated
+    commits: dict[int, str] = field(default_factory=dict)  # round -> commit it evaluated
+    now: frozenset[str] = frozenset()  # the workspace's state where the replay stopped
+    tasks: list[str] = field(default_factory=list)
+
+
+def _manifest(run: RunFolder, it: int) -> list[ChangeEntry]:
+    manifest, partial = run.iteration(it).manifest()
+    return [] if manifest is None or partial else manifest.accepted()
+
+
+def replay(run: RunFolder, it: int, *, complete: bool) -> Replay:
+    """History up to round `it`'s rollout; with `complete`, also its attribution, re-evaluation and rollback."""
+    rp = Replay()
+    state: frozenset[str] = frozenset()
+    for r in range(1, it + 1):
+        rp.states[r] = state
+        folder = run.iteration(r)
+        res = folder.results()
+        if res is None:
+            raise RuntimeError(f"{folder.results_json}: missing or unreadable")
+        ref = folder.harness()
+        rp.commits[r] = ref.commit if ref else ""
+        for task, ts in res.tasks.items():
+            rp.ledger.add(task, state, ts.passed, ts.trials)
+        rp.tasks = sorted(res.tasks)
+        if r == it and not complete:
+            break
+        att = folder.attribution()
+        if att:
+            for v in att.changes:
+                key = change_key(r - 1, v.change_id)
+                rp.ledger.judged.add(key)
+                moved = v.touched_tasks if att.strictness == "noise" else att.improved + att.regressed
+                rp.ledger.touched[key] = set(moved)
+            for e in att.evidence:  # a movement no change of its round explains: an earlier
+                if e.movement != "none" and not e.attributed_to:  # change did it, so the task's
+                    for key in rp.states[r]:  # history before this round no longer pools
+                        rp.ledger.touched.setdefault(key, set()).add(e.task)
+        _add_reevals(run, r, rp.ledger)
+        rb = folder.rollback()
+        gone = {change_key(r - 1, x.change_id) for x in (rb.rolled_back if rb else []) if x.revert_commit}
+        state = state - gone
+        if r == it:
+            break
+        state = state | {change_key(r, c.id) for c in _manifest(run, r)}
+    rp.now = state
+    return rp
+
+
+def _add_reevals(run: RunFolder, r: int, ledger: Ledger) -> None:
+    from ahe.rollout.trial import load_result
+
+    folder = run.iteration(r)
+    info = read_model(folder.reeval_json, ReevalSummary)
+    for tag, h in (info.harnesses if info else {}).items():
+        for task_dir in folder.reeval.glob(f"*/{tag}"):
+            got = [res for res in (load_result(d) for d in task_dir.glob("trial-*")) if res is not None and not res.infra]
+            ledger.add(task_dir.parent.name, frozenset(h.state), sum(x.passed for x in got), len(got))
+
+
+@dataclass
+class _Round:
+    it: int
+    changes: list[ChangeEntry]
+    keys: dict[str, str]
+    before: frozenset[str]
+    after: frozenset[str]
+    rp: Replay
+    ev: Reevaluator | None
+    btag: str
+    atag: str
+    prior: Prior = field(default_factory=Prior)
+    _pooled: dict[str, Counts] = field(default_factory=dict)
+
+    def before_counts(self, task: str) -> Counts:
+        if task not in self._pooled:
+            self._pooled[task] = self.rp.ledger.pooled(task, self.before)
+        return self._pooled[task] + (self.ev.have(task, self.btag) if self.ev else Counts())
+
+    def after_counts(self, task: str) -> Counts:
+        return self.rp.ledger.exact(task, self.after) + (self.ev.have(task, self.atag) if self.ev else Counts())
+
+    def p_up(self, task: str) -> float:
+        return prob_greater(self.after_counts(task), self.before_counts(task), self.prior)
+
+    def movement(self, task: str) -> str:
+        """up/down when decisive and (with re-evaluation) confirmed by fresh trials on the head."""
+        mv = _movement(self.p_up(task))
+        if mv != "none" and self.ev is not None and self.ev.have(task, self.atag).n < CONFIRM:
+            return "none"
+        return mv
+
+
+def _movement(p: float) -> str:
+    return "up" if p >= DECISIVE else "down" if p <= 1 - DECISIVE else "none"
+
+
+async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevaluator | None, k: int) -> Attribution:
+    """Judge the accepted changes of iteration it−1 with the evidence (and re-evaluation trials)."""
+    changes = _manifest(run, it - 1)
+    rp = replay(run, it, complete=False)
+    keys = {c.id: change_key(it - 1, c.id) for c in changes}
+    after = rp.states[it]
+    before = after - set(keys.values())
+    manifest, _ = run.iteration(it - 1).manifest()
+    base_commit = manifest.base_commit if manifest is not None else rp.commits[it]
+    btag, atag = f"base-{it - 1:03d}", f"iter-{it - 1:03d}"
+    repo.tag(btag, base_commit)
+    rd = _Round(it, changes, keys, before, after, rp, reevaluator, btag, atag)
+    rd.prior = fit_prior([rp.ledger.pooled(t, before) for t in rp.tasks])
+    predicted = {t for c in changes for t in c.predicted_fixes + c.predicted_regressions}
+    if reevaluator is not None and changes:
+        await _screen(rd, predicted, k)
+    movers = {t: rd.movement(t) for t in rp.tasks}
+    movers = {t: m for t, m in movers.items() if m != "none"}
+    attributed, how = await _pin(rd, movers, repo) if changes else ({}, {})
+    return _verdicts(rd, movers, attributed, how, predicted, run)
+
+
+async def _screen(rd: _Round, predicted: set[str], k: int) -> None:
+    ev = rd.ev
+    assert ev is not None
+    cap = int(ev.budget * SCREEN_SHARE)
+    while ev.spent < cap:
+        reqs: list[tuple[float, str, str, int]] = []
+        for t in rd.rp.tasks:
+            b, a = rd.before_counts(t), rd.after_counts(t)
+            p = prob_greater(a, b, rd.prior)
+            extra = ev.have(t, rd.atag).n
+            if _movement(p) != "none":
+                if extra < CONFIRM:  # confirm it first: two trials can be a fluke
+                    reqs.append((2.0, t, rd.atag, extra + 1))
+                continue
+            rate_gap = abs(a.s / max(1, a.n) - b.s / max(1, b.n))
+            hinge = rate_gap >= HINGE_RATE
+            if not (hinge and extra < MAX_EXTRA) and not (t in predicted and extra < FLAT_EXTRA):
+                continue
+            side = rd.atag if a.n <= b.n else rd.btag
+            reqs.append((abs(p - 0.5), t, side, ev.have(t, side).n + 1))
+        if not reqs:
+            return
+        reqs.sort(key=lambda r: -r[0])  # closest to a decision first
+        await ev.run([(t, side, n) for _, t, side, n in reqs[: max(1, cap - ev.spent)]])
+
+
+async def _pin(rd: _Round, movers: dict[str, str], repo) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Which change moved each task (see the module docstring, point 3)."""
+    attributed: dict[str, list[str]] = {}
+    how: dict[str, str] = {}
+    ids = [c.id for c in rd.changes]
+    by_id = {c.id: c for c in rd.changes}
+    for t, mv in sorted(movers.items()):
+        if len(ids) == 1:
+            attributed[t], how[t] = ids, "the only change of the round"
+            continue
+        named = [i for i in ids if t in (by_id[i].predicted_fixes if mv == "up" else by_id[i].predicted_regressions)]
+        order = named + [i for i in ids if i not in named]
+        cleared: list[str] = []
+        found: str | None = None
+        weight = {i: (NAMED_ODDS if i in named else 1.0) for i in ids}  # the manifest's prediction is prior evidence
+        for cid in order:
+            if rd.ev is None or rd.ev.left < 1:
+                break
+            tag = f"{rd.atag}-without-{cid}"
+            if repo.tag_commit(tag) is None:
+                without_change(repo, repo.tag_commit(rd.atag) or repo.head(), by_id[cid].commit, tag)
+            while rd.ev.left >= 1:
+                await rd.ev.run([(t, tag, rd.ev.have(t, tag).n + 1)])
+                loo = rd.ev.have(t, tag)
+                x = prob_between(loo, rd.before_counts(t), rd.after_counts(t), rd.prior)
+                p0 = weight[cid] / sum(weight[i] for i in ids if i not in cleared)
+                post = p0 * x / (p0 * x + (1 - p0) * (1 - x)) if 0 < x < 1 else x
+                if post >= 0.95:
+                    found, how[t] = cid, f"without {cid} the task fell back to its base level ({loo.s}/{loo.n}; P = {post:.2f})"
+                    break
+                if post <= 0.05 or loo.n >= MAX_LOO:
+                    if post <= 0.05:
+                        cleared.append(cid)
+                    break
+            if found:
+                break
+        if found:
+            attributed[t] = [found]
+        elif len(cleared) == len(order):
+            attributed[t], how[t] = [], "no change of this round explains it (without each, the task stayed): an earlier change did"
+        else:
+            attributed[t] = [i for i in named if i not in cleared]
+            how[t] = ("the evidence ran out: pinned on " + ", ".join(attributed[t]) + ", which predicted it") if attributed[t] \
+                else "the evidence ran out before a change could be pinned; none predicted it"
+    return attributed, how
+
+
+def _verdicts(rd: _Round, movers: dict[str, str], attributed: dict[str, list[str]], how: dict[str, str],
+              predicted: set[str], run: RunFolder) -> Attribution:
+    rng = np.random.default_rng(rd.it)
+    verdicts = []
+    for c in rd.changes:
+        ups = sorted(t for t, m in movers.items() if m == "up" and c.id in attributed.get(t, []))
+        downs = sorted(t for t, m in movers.items() if m == "down" and c.id in attributed.get(t, []))
+        touched = ups + downs
+        if touched:
+            net = np.zeros(4000)
+            for t in touched:
+                a, b = rd.after_counts(t), rd.before_counts(t)
+                net += rng.beta(*a.post(rd.prior), 4000) - rng.beta(*b.post(rd.prior), 4000)
+            p_pos = float((net > 0).mean())
+        else:
+            p_pos = 0.0
+        keep = bool(ups) and p_pos >= KEEP_AT
+        if keep:
+            reason = f"moved up {', '.join(ups)}" + (f", down {', '.join(downs)}" if downs else "") + f"; P(net effect > 0) = {p_pos:.3f}"
+            conf = p_pos
+        elif touched:
+            reason = (f"moved down {', '.join(downs)}" if downs else "") + (f"; up {', '.join(ups)}" if ups else "") + f"; P(net effect > 0) = {p_pos:.3f}"
+            conf = 1 - p_pos
+        else:
+            tasks = c.predicted_fixes or []
+            conf = min((1 - rd.p_up(t) for t in tasks), default=0.5)
+            conf = max(conf, min(_no_big_rise(rd, t, rng) for t in tasks) if tasks else 0.5)
+            reason = "no task moved decisively that it could have touched: no evidence of benefit (harness bloat)"
+        verdicts.append(ChangeVerdict(
+            change_id=c.id, commit=c.commit, component=c.component, verdict="keep" if keep else "rollback",
+            reason=reason.strip("; "), predicted_fixes=list(c.predicted_fixes),
+            fixes_improved=[t for t in c.predicted_fixes if t in ups],
+            fixes_not_improved=[t for t in c.predicted_fixes if t not in ups],
+            predicted_regressions=list(c.predicted_regressions),
+            regressions_happened=[t for t in c.predicted_regressions if t in downs],
+            unpredicted_regressions=[t for t in downs if t not in c.predicted_regressions],
+            confidence=round(conf, 4), touched_tasks=touched))
+    return _attribution(rd, movers, attributed, how, predicted, verdicts, run)
+
+
+def _no_big_rise(rd: _Round, t: str, rng: np.random.Generator) -> float:
+    """P(the task's pass rate rose by less than 0.3): how sure "it did not fix this" is."""
+    a, b = rd.after_counts(t), rd.before_counts(t)
+    d = rng.beta(*a.post(rd.prior), 4000) - rng.beta(*b.post(rd.prior), 4000)
+    return float((d < HINGE_RATE).mean())
+
+
+def _attribution(rd: _Round, movers, attributed, how, predicted, verdicts, run: RunFolder) -> Attribution:
+    from ahe.evolution.attribution import score  # (attribution imports the policy registry, which imports us)
+
+    before_res, after_res = run.iteration(rd.it - 1).results(), run.iteration(rd.it).results()
+    assert before_res is not None and after_res is not None  # replay() read them already
+    up = sorted(t for t, m in movers.items() if m == "up")
+    down = sorted(t for t, m in movers.items() if m == "down")
+    pred_fix = {t for c in rd.changes for t in c.predicted_fixes}
+    pred_reg = {t for c in rd.changes for t in c.predicted_regressions}
+    evidence = []
+    ev = rd.ev
+    for t in rd.rp.tasks:
+        a, b = rd.after_counts(t), rd.before_counts(t)
+        spent = ev.spent_on(t) if ev else 0
+        if t not in movers and t not in predicted and not spent:
+            continue
+        hist = rd.rp.ledger.pooled(t, rd.before).n - rd.rp.ledger.exact(t, rd.before).n
+        evidence.append(TaskEvidenceRecord(
+            task=t, before=(b.s, b.n), after=(a.s, a.n), history_trials=hist, reeval_trials=spent,
+            p_up=round(rd.p_up(t), 4), movement=movers.get(t, "none"), flaky=b.flaky or a.flaky,
+            attributed_to=attributed.get(t, []), how=how.get(t, "")))
+    n = len(rd.rp.tasks)
+    reeval = None
+    if ev is not None:
+        reeval = ReevalSummary(
+            budget=ev.budget, spent=ev.spent, run_now=ev.ran, tokens=ev.usage.total_tokens,
+            cost_usd=round(ev.usage.cost_usd or 0.0, 6), prior=(round(rd.prior.a, 4), round(rd.prior.b, 4)),
+            harnesses={tag: ReevalHarness(commit=c, state=sorted(_state_of(rd, tag))) for tag, c in ev.tags.items()})
+    return Attribution(
+        iteration=rd.it, delta=0.0, strictness="noise", n_tasks=n, improved=up, regressed=down,
+        pass_rate_before={t: s.pass_rate for t, s in before_res.tasks.items() if s.trials},
+        pass_rate_after={t: s.pass_rate for t, s in after_res.tasks.items() if s.trials},
+        changes=verdicts, fix_predictions=score(pred_fix, set(up), n), regression_predictions=score(pred_reg, set(down), n),
+        unpredicted_improvements=[t for t in up if t not in pred_fix], unpredicted_regressions=[t for t in down if t not in pred_reg],
+        evidence=evidence, reeval=reeval)
+
+
+def _state_of(rd: _Round, tag: str) -> frozenset[str]:
+    if tag == rd.btag:
+        return rd.before
+    if tag == rd.atag:
+        return rd.after
+    cid = tag.rsplit("-without-", 1)[-1]
+    return rd.after - {rd.keys.get(cid, "")}
+
+
+def best_by_evidence(run: RunFolder, it: int, head_commit: str) -> tuple[int, str, float]:
+    """H_best without the winner's curse: every candidate harness is estimated task by task
+    from all the evidence about it (pooled across rounds), so a lucky round does not win; the
+    latest harness wins ties. Returns (round, commit, estimated pass@1)."""
+    rp = replay(run, it, complete=True)
+    cands = [(r, rp.commits[r], st) for r, st in rp.states.items()] + [(it, head_commit, rp.now)]
+    best: tuple[int, str, float] | None = None
+    for r, commit, st in cands:
+        est = sum(rp.ledger.pooled(t, st).mean for t in rp.tasks) / max(1, len(rp.tasks))
+        if best is None or est >= best[2] - 1e-9:
+            best = (r, commit, est)
+    assert best is not None
+    return best
+
+
+class NoisePolicy:
+    """`strictness: noise`. `judge_round` is what the loop calls; `judge` serves callers that
+    only have one round's counts (no history, no re-evaluation)."""
+
+    name = "noise"
+
+    def judge(self, change: ChangeEntry, evidence: Any) -> ChangeVerdict:
+        prior = fit_prior([Counts(e.before_passed or 0, e.before_trials or 0) for e in evidence.tasks.values()])
+        ups, downs = [], []
+        for t, e in evidence.tasks.items():
+            if e.before_trials is None or e.after_trials is None:
+                continue
+            mv = _movement(prob_greater(Counts(e.after_passed or 0, e.after_trials), Counts(e.before_passed or 0, e.before_trials), prior))
+            mine = len(evidence.changes) <= 1 or t in (change.predicted_fixes if mv == "up" else change.predicted_regressions)
+            if mv != "none" and mine:
+                (ups if mv == "up" else downs).append(t)
+        keep = bool(ups) and len(ups) > len(downs)
+        return ChangeVerdict(
+            change_id=change.id, commit=change.commit, component=change.component, verdict="keep" if keep else "rollback",
+            reason=(f"moved up {', '.join(ups)}" if ups else "no task moved decisively: no evidence of benefit")
+            + (f"; down {', '.join(downs)}" if downs else "") + " (one round's counts only)",
+            predicted_fixes=list(change.predicted_fixes), fixes_improved=[t for t in change.predicted_fixes if t in ups],
+            fixes_not_improved=[t for t in change.predicted_fixes if t not in ups],
+            predicted_regressions=list(change.predicted_regressions),
+            regressions_happened=[t for t in change.predicted_regressions if t in downs],
+            unpredicted_regressions=[t for t in downs if t not in change.predicted_regressions], touched_tasks=ups + downs)
+
+    async def judge_round(self, ctx: Any, it: int) -> Attribution:
+        """The whole round of iteration it−1's changes, with re-evaluation trials through ctx's executor."""
+        from ahe.evolution.phases import rollout_config
+        from ahe.rollout.executor import AsyncioExecutor
+
+        executor = ctx.executor or AsyncioExecutor(ctx.cfg.concurrency, should_stop=ctx.should_stop)
+        results = ctx.run.iteration(it).results()
+        n_tasks = len(results.tasks) if results else 0
+        ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor,
+                              budget=int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k))
+        return await attribute_noise(ctx.run, it, ctx.repo, reevaluator=ev, k=ctx.cfg.k)

@@ -1,0 +1,161 @@
+"""Targeted re-evaluation: extra trials of a few tasks on a tagged harness, resumable.
+
+Layout (DESIGN.md §7, §11.1)::
+
+    iterations/NNN/reeval/<task>/<harness-tag>/trial-<n>/result.json   one re-evaluation trial
+    iterations/NNN/reeval.json                                         tags, spending, decisions
+    iterations/NNN/reeval-harness/<harness-tag>/                       that tag's files (a git archive)
+
+A trial with a result.json is never run again: asking for "n trials of task τ on tag T" runs
+only the missing ones, so a killed attribution phase resumes where it stopped. The harnesses
+are tags of the workspace repository: the base and head of a round, and "head without change
+c" (a commit built with git plumbing, never checked out in the live workspace).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ahe.evolution.evidence import Counts
+from ahe.harness.repo import HarnessRepo
+from ahe.llm.types import Usage
+from ahe.rollout.executor import Executor
+from ahe.rollout.models import TrialSpec
+from ahe.rollout.scheduler import RolloutConfig
+from ahe.rollout.trial import load_result
+from ahe.run_folder import IterationFolder
+
+
+def without_change(repo: HarnessRepo, head: str, change_commit: str, tag: str) -> str:
+    """Tag (and return) a commit whose tree is `head` with `change_commit` undone."""
+    git = repo.repo.git
+    fd, index = tempfile.mkstemp(prefix="ahe-reeval-index-")
+    os.close(fd)
+    env = {**os.environ, "GIT_INDEX_FILE": index}
+    try:
+        subprocess.run(["git", "-C", str(repo.path), "read-tree", head], env=env, check=True, capture_output=True)
+        patch = git.diff(f"{change_commit}^", change_commit, "--binary", "--full-index")
+        p = subprocess.run(["git", "-C", str(repo.path), "apply", "--cached", "-R", "-"], input=(patch + "\n").encode(),
+                           env=env, capture_output=True)
+        if p.returncode != 0:  # the change no longer applies in reverse: restore its files from its parent
+            subprocess.run(["git", "-C", str(repo.path), "read-tree", head], env=env, check=True, capture_output=True)
+            for f in repo.files_in_commit(change_commit):
+                ls = git.ls_tree(f"{change_commit}^", "--", f)
+                if ls:
+                    mode, _, rest = ls.partition(" ")
+                    sha = rest.split()[1]
+                    subprocess.run(["git", "-C", str(repo.path), "update-index", "--add", "--cacheinfo", f"{mode},{sha},{f}"],
+                                   env=env, check=True, capture_output=True)
+                else:
+                    subprocess.run(["git", "-C", str(repo.path), "update-index", "--force-remove", "--", f],
+                                   env=env, check=True, capture_output=True)
+        tree = subprocess.run(["git", "-C", str(repo.path), "write-tree"], env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+    finally:
+        Path(index).unlink(missing_ok=True)
+    commit = git.commit_tree(tree, "-p", head, "-m", f"re-evaluation harness: {head[:10]} without {change_commit[:10]}")
+    repo.tag(tag, commit)
+    return commit
+
+
+@dataclass
+class Reevaluator:
+    """Runs re-evaluation trials of one iteration through the loop's executor."""
+
+    repo: HarnessRepo
+    folder: IterationFolder
+    rollout: RolloutConfig
+    executor: Executor
+    task_dirs: dict[str, Path]
+    budget: int  # trials this iteration may spend
+    spent: int = 0  # trials requested so far (run now or found finished)
+    ran: int = 0  # trials actually run in this session (the rest were found finished)
+    usage: Usage = field(default_factory=Usage)
+    tags: dict[str, str] = field(default_factory=dict)  # tag -> commit
+    _counts: dict[tuple[str, str], list[bool]] = field(default_factory=dict)
+
+    @property
+    def left(self) -> int:
+        return max(0, self.budget - self.spent)
+
+    def harness(self, tag: str) -> Path:
+        """The files of `tag`, extracted once into reeval-harness/<tag>/."""
+        commit = self.repo.tag_commit(tag)
+        if commit is None:
+            raise ValueError(f"re-evaluation: no tag {tag} in the workspace")
+        self.tags[tag] = commit
+        dest = self.folder.reeval_harness / tag
+        stamp = dest / ".ahe-commit"
+        if stamp.exists() and stamp.read_text().strip() == commit:
+            return dest
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(self.repo.path), "archive", commit], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True, capture_output=True)
+        stamp.write_text(commit + "\n")
+        return dest
+
+    def trial_dir(self, task: str, tag: str, n: int) -> Path:
+        return self.folder.reeval / task / tag / f"trial-{n}"
+
+    def spent_on(self, task: str) -> int:
+        return sum(len(v) for (t, _tag), v in self._counts.items() if t == task)
+
+    def have(self, task: str, tag: str) -> Counts:
+        got = self._counts.get((task, tag), [])
+        return Counts(sum(got), len(got))
+
+    async def run(self, requests: list[tuple[str, str, int]]) -> None:
+        """Bring each (task, tag) to n trials; stops asking when the budget is spent."""
+        specs: list[TrialSpec] = []
+        for task, tag, n in requests:
+            got = self._counts.setdefault((task, tag), [])
+            for i in range(len(got) + 1, n + 1):
+                if self.spent >= self.budget:
+                    break
+                self.spent += 1
+                tdir = self.trial_dir(task, tag, i)
+                prev = load_result(tdir)
+                if prev is not None and not prev.infra:  # finished in an earlier session: never re-run
+                    got.append(prev.passed)
+                    self.usage = self.usage.add(prev.usage)
+                    continue
+                specs.append(self._spec(task, tag, i, tdir, attempt=(prev.attempt + 1) if prev else 1))
+        if not specs:
+            return
+        results = await self.executor.run(specs)
+        for spec, res in zip(specs, results):
+            if res is None or res.infra:  # not counted as evidence; the budget stays spent
+                continue
+            self.ran += 1
+            self.usage = self.usage.add(res.usage)
+            self._counts.setdefault((spec.task_name, spec.trial_dir.parent.name), []).append(res.passed)
+
+    def _spec(self, task: str, tag: str, n: int, tdir: Path, *, attempt: int) -> TrialSpec:
+        c = self.rollout
+        return TrialSpec(
+            task_dir=self.task_dirs[task],
+            task_name=task,
+            trial=n,
+            trial_dir=tdir,
+            workspace=self.harness(tag).resolve(),
+            agent_role=c.agent_role,
+            sandbox=c.sandbox,
+            isolation=c.isolation,
+            pass_threshold=c.pass_threshold,
+            agent_timeout_sec=c.agent_timeout_sec,
+            verifier_timeout_sec=c.verifier_timeout_sec,
+            attempt=attempt,
+        )
+
+
+def make_reevaluator(repo: HarnessRepo, folder: IterationFolder, rollout: RolloutConfig, executor: Executor, *, budget: int) -> Reevaluator:
+    """A re-evaluator for one iteration; the tasks are loaded once (the same folders as the rollout)."""
+    from ahe.tasks import load_tasks
+
+    loaded = load_tasks(rollout.tasks_dir, include=rollout.include or None)
+    return Reevaluator(repo=repo, folder=folder, rollout=rollout, executor=executor,
+                       task_dirs={t.name: t.path for t in loaded.tasks}, budget=budget)

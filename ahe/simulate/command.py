@@ -1,0 +1,95 @@
+"""`ahe simulate`: the policy table over seeds, side by side on the same seeds."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ahe.simulate.metrics import PolicyRow, RunMetrics, table
+from ahe.simulate.scenario import Scenario, load_scenario
+
+
+def _one_seed(sc_json: str, out: str, seed: int, keep: bool) -> list[dict]:
+    """Worker: every policy on one seed (same world, same draws)."""
+    import shutil
+
+    from ahe.simulate.runner import run_one, write_tasks
+    from ahe.simulate.world import make_world
+
+    sc = Scenario.model_validate_json(sc_json)
+    root = Path(out)
+    tasks = write_tasks(root / "tasks", sc.tasks.count)
+    world = make_world(sc, seed)
+    seed_dir = root / f"seed-{seed:03d}"
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    (seed_dir / "truth.json").write_text(world.model_dump_json(indent=1))
+    rows = []
+    for policy in sc.policies:
+        rows.append(run_one(sc, world, policy, seed_dir / policy, tasks).model_dump())
+        if not keep:
+            shutil.rmtree(seed_dir / policy, ignore_errors=True)
+    return rows
+
+
+def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None, iterations: int | None,
+                     jobs: int | None, keep_runs: str, console: Console) -> list[PolicyRow]:
+    sc = load_scenario(scenario)
+    updates = {k: v for k, v in (("seeds", seeds), ("iterations", iterations)) if v is not None}
+    sc = sc.model_copy(update=updates)
+    out = (out or Path("runs") / f"simulate-{sc.name}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+    console.print(f"[bold]ahe simulate[/] {sc.name}: {sc.tasks.count} tasks, k={sc.k}, {sc.iterations} iterations, "
+                  f"{sc.seeds} seeds × {len(sc.policies)} policies ({', '.join(sc.policies)}), {jobs} jobs → {out}")
+    t0 = time.monotonic()
+    metrics: list[RunMetrics] = []
+    seeds_ = list(range(sc.first_seed, sc.first_seed + sc.seeds))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futs = {pool.submit(_one_seed, sc.model_dump_json(), str(out), s,
+                            keep_runs == "all" or (keep_runs == "first" and s == seeds_[0])): s for s in seeds_}
+        for n, fut in enumerate(as_completed(futs), start=1):
+            got = [RunMetrics.model_validate(r) for r in fut.result()]
+            metrics += got
+            console.print(f"  seed {futs[fut]} done ({n}/{len(seeds_)}, {time.monotonic() - t0:.0f} s): "
+                          + ", ".join(f"{m.policy} {m.real_correct}/{m.real_changes}" for m in got))
+    rows = table(sorted(metrics, key=lambda m: (m.seed, sc.policies.index(m.policy))))
+    took = time.monotonic() - t0
+    console.print(render(rows))
+    rounds = sum(1 for _ in metrics) * (sc.iterations + 1)
+    console.print(f"{len(metrics)} runs, {rounds} evaluated rounds in {took:.0f} s "
+                  f"({took * jobs / max(1, rounds):.2f} s per round per job). Run folders: {out}")
+    (out / "table.json").write_text(json.dumps({"scenario": json.loads(sc.model_dump_json()), "rows": [r.model_dump() for r in rows],
+                                                "runs": [m.model_dump() for m in metrics], "seconds": round(took, 1)}, indent=1))
+    (out / "table.md").write_text(markdown(rows, sc))
+    return rows
+
+
+def _ci(x: tuple[float, float, float], fmt: str = "{:.1%}") -> str:
+    return f"{fmt.format(x[0])} [{fmt.format(x[1])}, {fmt.format(x[2])}]"
+
+
+def render(rows: list[PolicyRow]) -> Table:
+    t = Table(title="Decisions by policy (mean [95% interval] over seeds)")
+    for col in ("policy", "correct decisions (real effect)", "neutral kept", "H_best below oracle (points)",
+                "final below oracle (points)", "rollouts", "× paper"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r.policy, _ci(r.accuracy), _ci(r.bloat), _ci(r.best_gap, "{:.2f}"), _ci(r.final_gap, "{:.2f}"),
+                  _ci(r.rollouts, "{:.0f}"), f"{r.rollouts_vs_paper:.2f}" if r.rollouts_vs_paper else "-")
+    return t
+
+
+def markdown(rows: list[PolicyRow], sc: Scenario) -> str:
+    lines = ["| policy | correct decisions (real effect) | neutral kept | H_best below oracle (points) | final below oracle (points) | rollouts | × paper |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.policy} | {_ci(r.accuracy)} | {_ci(r.bloat)} | {_ci(r.best_gap, '{:.2f}')} | "
+                     f"{_ci(r.final_gap, '{:.2f}')} | {_ci(r.rollouts, '{:.0f}')} | "
+                     f"{f'{r.rollouts_vs_paper:.2f}' if r.rollouts_vs_paper else '-'} |")
+    return "\n".join(lines) + "\n"
