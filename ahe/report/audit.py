@@ -96,6 +96,8 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
         "unpredicted_regressions_blamed": list(v.unpredicted_regressions) if v else [],
         "verdict": verdict,
         "reason": reason,
+        "confidence": v.confidence if v else None,  # statistical policies (noise)
+        "touched_tasks": list(v.touched_tasks) if v else [],
         "rollback_commit": r.revert_commit if r else None,
         "rollback_method": r.method if r else None,
         "rollback_error": r.error if r else None,
@@ -130,6 +132,10 @@ def _iteration_row(run: RunFolder, it: int, scores: Scores, state: LoopState, ch
         "attribution_file": str(run.iteration(it + 1).attribution_json.relative_to(run.root)) if att is not None else None,
         # flips measured by this iteration's own attribution (of iteration it-1's changes)
         "evaluated_flips": None if own_att is None else {"improved": own_att.improved, "regressed": own_att.regressed},
+        # the noise policy's per-task evidence and re-evaluation spending, when it judged these changes
+        "policy": att.strictness if att else None,
+        "evidence": [e.model_dump(mode="json") for e in att.evidence] if att else [],
+        "reeval": att.reeval.model_dump(mode="json", exclude={"harnesses"}) if att and att.reeval else None,
     }
 
 
@@ -230,12 +236,15 @@ def render_audit(audit: dict, console: Any) -> None:
             for c in it["changes"]:
                 style = VERDICT_STYLE.get(c["verdict"], "")
                 rb = c["rollback_commit"][:10] + f" ({c['rollback_method']})" if c["rollback_commit"] else "-"
+                conf = f"\n(confidence {c['confidence']:.2f})" if c.get("confidence") is not None else ""
                 t.add_row(
                     c["id"], c["component"], "\n".join(c["files"]), c["summary"],
                     _outcomes(c["predicted_fixes"]), _outcomes(c["predicted_regressions"]), foresight.replay_cell(c),
-                    f"[{style}]{c['verdict']}[/]", c["reason"], rb,
+                    f"[{style}]{c['verdict']}[/]{conf}", c["reason"], rb,
                 )
             console.print(t)
+        if it.get("evidence"):
+            console.print(_evidence_table(it))
         if it["fix_predictions"] is not None:
             console.print(
                 f"  improved {it['improved'] or '-'}, regressed {it['regressed'] or '-'} (of {it['n_tasks']} tasks)"
@@ -252,6 +261,21 @@ def render_audit(audit: dict, console: Any) -> None:
     for comp, v in audit["components"].items():
         t.add_row(comp, *(str(v[k]) for k in ("changes", *VERDICT_COLUMNS)), _pct(v["keep_rate"]))
     console.print(t)
+
+
+def _evidence_table(it: dict) -> Any:
+    """The noise policy's evidence: per task, successes/trials on each side and the verdict's basis."""
+    from rich.table import Table
+
+    r = it.get("reeval") or {}
+    spent = f"; re-evaluation {r['spent']} trials of a budget of {r['budget']}, {r['tokens']:,} tokens, ${r['cost_usd']:.2f}" if r else ""
+    t = Table(title=f"Evidence per task (policy {it['policy']}{spent})")
+    for col in ("task", "before s/n", "after s/n", "history", "re-eval", "P(up)", "moved", "pinned on", "how"):
+        t.add_column(col, overflow="fold")
+    for e in it["evidence"]:
+        t.add_row(e["task"], f"{e['before'][0]}/{e['before'][1]}", f"{e['after'][0]}/{e['after'][1]}", str(e["history_trials"]),
+                  str(e["reeval_trials"]), f"{e['p_up']:.3f}", e["movement"], ", ".join(e["attributed_to"]) or "-", e["how"])
+    return t
 
 
 def _prediction_table(title: str, fix: dict, reg: dict, pooled: bool = False, replayed: dict | None = None) -> Any:

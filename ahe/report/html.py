@@ -158,6 +158,10 @@ def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution |
         "reason": (v.reason if v else "") or (f"judged by iteration {it + 1}'s attribution, not written yet" if att is None else ""),
         "rollback": r.model_dump() if r else None, "evidence": _evidence(run, it, ch, out_dir), "diff": dlines, "diff_note": dnote,
         **foresight.timeline_fields(ch, v, att),
+        "confidence": v.confidence if v else None,
+        # noise policy: the measured evidence of the tasks this change moved or predicted
+        "measured": [e.model_dump() for e in (att.evidence if att else [])
+                     if ch.id in e.attributed_to or e.task in ch.predicted_fixes or e.task in ch.predicted_regressions],
     }
 
 
@@ -177,6 +181,7 @@ def _timeline(run: RunFolder, its: list[int], scores: Scores, out_dir: Path) -> 
             "stop_reason": m.stop_reason if m else None,
             "overview_href": _rel(overview, out_dir) if overview.exists() else None,
             "rolled_back_here": [r.model_dump() for r in here.rolled_back] if here else [],
+            "reeval": att.reeval.model_dump(exclude={"harnesses"}) if att and att.reeval else None,
         })
     return timeline
 

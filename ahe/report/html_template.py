@@ -88,6 +88,7 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <h3>Iteration {{ it.iteration }}{% if it.overview_href %} · <a href="{{ it.overview_href }}">failure overview</a>{% endif %}</h3>
 {% if it.rolled_back_here %}<p>Rolled back at the start of this iteration:
 {% for r in it.rolled_back_here %}<code>{{ r.change_id }}</code> ({{ r.method }}{% if r.revert_commit %}, <code>{{ r.revert_commit[:12] }}</code>{% endif %}{% if r.error %}, error: {{ r.error }}{% endif %}){% if not loop.last %}, {% endif %}{% endfor %}</p>{% endif %}
+{% if it.reeval %}<p class="meta">Its changes were judged with {{ it.reeval.spent }} re-evaluation trials (budget {{ it.reeval.budget }}, {{ "{:,}".format(it.reeval.tokens) }} tokens, ${{ '%.2f'|format(it.reeval.cost_usd) }}).</p>{% endif %}
 {% if it.manifest_missing and it.final %}<p class="meta">final evaluation of the last harness: no evolve step</p>
 {% elif it.manifest_missing %}<p class="pending">no manifest yet: evolve pending</p>
 {% elif not it.entries %}<p class="meta">no changes recorded{% if it.stop_reason %} (stop: {{ it.stop_reason }}){% endif %}</p>{% endif %}
@@ -98,6 +99,8 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <span>{{ c.summary }}</span></header>
 <dl class="kv">
 {% if c.reason %}<dt>reason</dt><dd>{{ c.reason }}</dd>{% endif %}
+{% if c.confidence is not none %}<dt>confidence</dt><dd>{{ '%.2f'|format(c.confidence) }}</dd>{% endif %}
+{% if c.measured %}<dt>measured</dt><dd>{% for m in c.measured %}<div><code>{{ m.task }}</code>: {{ m.before[0] }}/{{ m.before[1] }} → {{ m.after[0] }}/{{ m.after[1] }}, P(up) {{ '%.3f'|format(m.p_up) }}, {{ m.movement }}{% if m.reeval_trials %}, {{ m.reeval_trials }} re-evaluation trials{% endif %}{% if m.how %} — {{ m.how }}{% endif %}</div>{% endfor %}</dd>{% endif %}
 <dt>files</dt><dd>{% for f in c.files %}<code>{{ f }}</code>{% if not loop.last %}, {% endif %}{% endfor %}</dd>
 <dt>predicted fixes</dt><dd>{% for t in c.predicted_fixes %}<span class="{{ 'hit' if t in c.fixes_improved else 'miss' }}">{{ t }}</span>{% if not loop.last %}, {% endif %}{% else %}—{% endfor %}</dd>
 <dt>predicted regressions</dt><dd>{% for t in c.predicted_regressions %}<span class="{{ 'hit' if t in c.regressions_happened else '' }}">{{ t }}</span>{% if not loop.last %}, {% endif %}{% else %}—{% endfor %}</dd>

@@ -44,6 +44,7 @@ def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None,
     sc = sc.model_copy(update=updates)
     out = (out or Path("runs") / f"simulate-{sc.name}").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    (out / "runs.jsonl").unlink(missing_ok=True)
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     console.print(f"[bold]ahe simulate[/] {sc.name}: {sc.tasks.count} tasks, k={sc.k}, {sc.iterations} iterations, "
                   f"{sc.seeds} seeds × {len(sc.policies)} policies ({', '.join(sc.policies)}), {jobs} jobs → {out}")
@@ -56,6 +57,8 @@ def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None,
         for n, fut in enumerate(as_completed(futs), start=1):
             got = [RunMetrics.model_validate(r) for r in fut.result()]
             metrics += got
+            with open(out / "runs.jsonl", "a", encoding="utf-8") as f:  # finished seeds survive an interruption
+                f.writelines(m.model_dump_json() + "\n" for m in got)
             console.print(f"  seed {futs[fut]} done ({n}/{len(seeds_)}, {time.monotonic() - t0:.0f} s): "
                           + ", ".join(f"{m.policy} {m.real_correct}/{m.real_changes}" for m in got))
     rows = table(sorted(metrics, key=lambda m: (m.seed, sc.policies.index(m.policy))))
