@@ -154,7 +154,8 @@ def _patch_executor(loop_mod: Any, executor: SyntheticExecutor) -> None:
     from ahe.rollout import scheduler
 
     async def run_rollouts(cfg, out, **kw):
-        return await scheduler.run_rollouts(cfg, out, executor=executor, **kw)
+        kw["executor"] = executor  # the loop passes its own (None outside `ahe simulate`)
+        return await scheduler.run_rollouts(cfg, out, **kw)
 
     loop_mod.run_rollouts = run_rollouts
 

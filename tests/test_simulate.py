@@ -210,3 +210,11 @@ def test_ahe_simulate_prints_the_policy_table_and_leaves_run_folders(tmp_path: P
     assert (run / "scores.json").exists() and not (out / "seed-001" / "noise").exists()
     audit = subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(run)], capture_output=True, text=True, timeout=120)
     assert audit.returncode == 0, audit.stderr
+    shown = json.loads(subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(run), "--json"], capture_output=True,
+                                      text=True, timeout=120).stdout)
+    judged = [it for it in shown["iterations"] if it["policy"] == "noise"]
+    assert judged and all(it["evidence"] and it["reeval"] is not None for it in judged)
+    assert all(c["confidence"] is not None for it in judged for c in it["changes"])
+    report = subprocess.run([sys.executable, "-m", "ahe.cli", "report", str(run)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert "re-evaluation trials" in (run / "report.html").read_text()
