@@ -1,0 +1,61 @@
+"""Count n(c0) and n(c*) of a freshly written task, in the sandbox the task will run in.
+
+The base is what setup leaves in /app; the target is that after the oracle (solve.sh). Both
+are graded by the task's own verifier script (`verify.py --count`), so the counts, the test
+ids and the interpreter are exactly those of every later trial.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from ahe.errors import AheError
+from ahe.tasks.loader import load_task
+from ahe.tasks.phases import TESTS_DIR, run_oracle, run_setup
+
+
+async def _statuses(task, factory, workdir: Path, *, oracle: bool) -> dict:
+    sandbox = factory(task, workdir)
+    try:
+        await sandbox.start()
+        await run_setup(task, sandbox)
+        if oracle:
+            solve = await run_oracle(task, sandbox)
+            if solve.exit_code != 0:
+                raise AheError(f"{task.solve_script}: the reference solution failed (exit {solve.exit_code}): "
+                               f"{(solve.stdout + solve.stderr)[-400:]}")
+        await sandbox.exec(f"rm -rf {TESTS_DIR}", timeout=60)
+        await sandbox.upload(task.tests_dir, TESTS_DIR)
+        run = await sandbox.exec(f"python3 {TESTS_DIR}/verify.py --count /tmp/ahe-counts.json",
+                                 timeout=task.verifier_timeout_sec, cwd="/app")
+        if run.exit_code != 0:
+            raise AheError(f"{task.path}: running the tests on the {'target' if oracle else 'base'} failed "
+                           f"(exit {run.exit_code}): {(run.stdout + run.stderr)[-600:]}")
+        return json.loads(await sandbox.read_file("/tmp/ahe-counts.json"))
+    finally:
+        await sandbox.stop()
+
+
+def expected_counts(base: dict, target: dict, gamma: float = 1.0) -> dict:
+    """expected.json: T (tests passing on the target), T ∩ pass(c0), n(c0), n(c*)."""
+    target_tests = sorted(t for t, s in target["tests"].items() if s == "passed")
+    base_passing = sorted(t for t in target_tests if base["tests"].get(t) == "passed")
+    return {"target_tests": target_tests, "base_passing": base_passing, "n_base": len(base_passing),
+            "n_target": len(target_tests), "gap": len(target_tests) - len(base_passing),
+            "gamma": gamma, "runner": target.get("runner")}
+
+
+async def count_task(task_dir: Path, sandbox: str = "local", isolation: str = "auto", gamma: float = 1.0) -> dict:
+    """Run the tests on base and target of the task at `task_dir`; return expected.json's content."""
+    from ahe.tasks.check import factories_for
+
+    task = load_task(task_dir)
+    factory = factories_for(sandbox, isolation=isolation).get(task.runs_on)
+    if factory is None:
+        raise AheError(f"{task_dir}: this task needs --sandbox {task.runs_on} to be counted")
+    with tempfile.TemporaryDirectory(prefix="ahe-swe-ci-") as tmp:
+        base = await _statuses(task, factory, Path(tmp) / "base", oracle=False)
+        target = await _statuses(task, factory, Path(tmp) / "target", oracle=True)
+    return expected_counts(base, target, gamma)
