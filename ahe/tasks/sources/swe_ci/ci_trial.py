@@ -22,7 +22,8 @@ from typing import Any
 
 from ahe.errors import InfrastructureError
 from ahe.rollout.models import TrialResult, TrialSpec
-from ahe.runtime.trace import atomic_write_json, now_iso
+from ahe.io import atomic_write_json
+from ahe.runtime.trace import now_iso
 from ahe.tasks.sources.swe_ci import rounds as R
 from ahe.tasks.sources.swe_ci.layout import CISettings
 

@@ -7,6 +7,7 @@ ids and the interpreter are exactly those of every later trial.
 
 from __future__ import annotations
 
+import inspect
 import json
 import tempfile
 from pathlib import Path
@@ -17,7 +18,10 @@ from ahe.tasks.phases import TESTS_DIR, run_oracle, run_setup
 
 
 async def _statuses(task, factory, workdir: Path, *, oracle: bool) -> dict:
+    workdir.mkdir(parents=True, exist_ok=True)
     sandbox = factory(task, workdir)
+    if inspect.isawaitable(sandbox):
+        sandbox = await sandbox
     try:
         await sandbox.start()
         await run_setup(task, sandbox)
@@ -49,7 +53,7 @@ def expected_counts(base: dict, target: dict, gamma: float = 1.0) -> dict:
 
 async def count_task(task_dir: Path, sandbox: str = "local", isolation: str = "auto", gamma: float = 1.0) -> dict:
     """Run the tests on base and target of the task at `task_dir`; return expected.json's content."""
-    from ahe.tasks.check import factories_for
+    from ahe.tasks.sandboxes import factories_for
 
     task = load_task(task_dir)
     factory = factories_for(sandbox, isolation=isolation).get(task.runs_on)

@@ -14,7 +14,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ahe.errors import ConfigError
 from ahe.llm.types import Usage
-from ahe.runtime.trace import TrajectoryWriter, atomic_write_json, atomic_write_text
+from ahe.io import atomic_write_json, atomic_write_text
+from ahe.runtime.trace import TrajectoryWriter
 from ahe.tasks.sources.swe_ci import metrics
 from ahe.tasks.sources.swe_ci.layout import CISettings
 

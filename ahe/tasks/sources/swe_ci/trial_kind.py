@@ -28,7 +28,7 @@ async def _broken(spec: TrialSpec, message: str) -> TrialResult:
     import json
 
     from ahe.rollout.trial import RESULT_FILE
-    from ahe.runtime.trace import atomic_write_json
+    from ahe.io import atomic_write_json
 
     spec.trial_dir.mkdir(parents=True, exist_ok=True)
     result = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, error_class="infra", error=message)
