@@ -86,4 +86,7 @@ def results_table(results: RunResults, title: str = "results") -> Group:
         f"infra errors {results.infra_errors}  timeouts {results.timeouts}  verifier errors {results.verifier_errors}  "
         f"tokens {results.usage.total_tokens:,}{cost}{missing}"
     )
-    return Group(table, totals)
+    from ahe.tasks.sources.swe_ci.summary import swe_ci_line
+
+    swe_ci = swe_ci_line(results.reward_means)
+    return Group(table, totals, Text(swe_ci)) if swe_ci else Group(table, totals)

@@ -19,6 +19,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def reward_means(trials: list[TrialResult]) -> dict[str, float]:
+    """Mean of each reward key over `trials`; a trial that did not report a key counts 0."""
+    keys = sorted({k for r in trials for k in r.rewards})
+    if not trials:
+        return {}
+    return {k: sum(r.rewards.get(k, 0.0) for r in trials) / len(trials) for k in keys}
+
+
 def summarize(results: list[TrialResult], *, k: int, expected: dict[str, int] | None = None) -> RunResults:
     """Aggregate trials. `expected` (task → trials planned) lets a partial run report what is missing."""
     by_task: dict[str, list[TrialResult]] = {}
@@ -46,6 +54,7 @@ def summarize(results: list[TrialResult], *, k: int, expected: dict[str, int] | 
             verifier_errors=sum(r.error_class == "verifier_error" for r in trials),
             mean_tokens=mean([r.usage.total_tokens for r in trials]) if trials else 0.0,
             mean_duration_sec=mean([r.duration_sec for r in trials]) if trials else 0.0,
+            reward_means=reward_means(trials),
         )
     n_trials = len(results)
     n_passed = sum(r.passed for r in results)
@@ -65,4 +74,5 @@ def summarize(results: list[TrialResult], *, k: int, expected: dict[str, int] | 
         usage=total_usage,
         mean_tokens_per_trial=total_usage.total_tokens / n_trials if n_trials else 0.0,
         duration_sec=round(sum(r.duration_sec for r in results), 3),
+        reward_means=reward_means(results),
     )

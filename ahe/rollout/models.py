@@ -94,6 +94,9 @@ class TaskSummary(BaseModel):
     verifier_errors: int = 0
     mean_tokens: float = 0.0
     mean_duration_sec: float = 0.0
+    reward_means: dict[str, float] = Field(
+        default_factory=dict, description="mean of each reward.json key over the trials (missing = 0)"
+    )
 
 
 class RunResults(BaseModel):
@@ -113,3 +116,6 @@ class RunResults(BaseModel):
     mean_tokens_per_trial: float = 0.0
     duration_sec: float = 0.0  # sum of trial durations
     wall_sec: float | None = None
+    # mean of each reward key (reward.json) over all trials; a trial without the key counts 0,
+    # as pass@1 counts a failed trial 0. SWE-CI tasks: evoscore, normalized_change, ...
+    reward_means: dict[str, float] = Field(default_factory=dict)

@@ -90,6 +90,7 @@ def final_rewards(records: list[RoundRecord], ci: CISettings, expected: dict) ->
         "n_pass": float(last.n_pass if last else expected["n_base"]),
         "n_base": float(expected["n_base"]),
         "n_target": float(expected["n_target"]),
+        "gamma": ci.gamma,
     }
 
 

@@ -54,6 +54,7 @@ def reward_of(statuses: dict, expected: dict) -> dict:
         "reward": a, "normalized_change": a, "evoscore": evoscore([a], expected.get("gamma", 1.0)),
         "zero_regression": zero_regression([regressed]), "rounds": 1, "n_pass": n,
         "n_base": expected["n_base"], "n_target": expected["n_target"], "regressions": len(regressed),
+        "evoscore_gamma_1": a, "solved": 1.0 if a >= 1.0 else 0.0, "gamma": expected.get("gamma", 1.0),
     }
 
 
