@@ -51,12 +51,13 @@ def expected_counts(base: dict, target: dict, gamma: float = 1.0) -> dict:
             "gamma": gamma, "runner": target.get("runner")}
 
 
-async def count_task(task_dir: Path, sandbox: str = "local", isolation: str = "auto", gamma: float = 1.0) -> dict:
+async def count_task(task_dir: Path, sandbox: str = "local", isolation: str = "auto", gamma: float = 1.0,
+                     client: object = None) -> dict:
     """Run the tests on base and target of the task at `task_dir`; return expected.json's content."""
     from ahe.tasks.sandboxes import factories_for
 
     task = load_task(task_dir)
-    factory = factories_for(sandbox, isolation=isolation).get(task.runs_on)
+    factory = factories_for(sandbox, isolation=isolation, client=client).get(task.runs_on)
     if factory is None:
         raise AheError(f"{task_dir}: this task needs --sandbox {task.runs_on} to be counted")
     with tempfile.TemporaryDirectory(prefix="ahe-swe-ci-") as tmp:
