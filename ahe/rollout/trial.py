@@ -82,7 +82,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     from ahe.runtime import Session, StopReason
     from ahe.tasks import load_task, run_setup, run_verifier
 
-    from ahe.tasks.sources.swe_ci.trial_kind import ci_trial_or_none
+    from ahe.rollout.ci_trial import ci_trial_or_none
 
     ci_run = ci_trial_or_none(spec, ctx)  # a task with [ci] rounds is a CI-loop trial (resumable per round)
     if ci_run is not None:

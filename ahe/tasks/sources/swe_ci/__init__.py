@@ -6,6 +6,6 @@
 * `counting`   counts n(c0), n(c*) in the task's own sandbox
 * `maker`      `ahe tasks make swe-ci`: a task from a git repository's two commits
 * `published`  `ahe tasks import swe-ci`: the published benchmark's layout
-* `rounds`, `ci_trial`, `trial_kind`   the CI loop as a trial kind; `architect/` its workspace
+* `rounds`, `ci_loop`   the CI loop (the trial kind is ahe.rollout.ci_trial); `architect/` its workspace
 * `summary`    the run-level numbers (EvoScore at gamma, solved and zero-regression rates)
 """

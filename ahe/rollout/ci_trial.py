@@ -1,0 +1,108 @@
+"""The CI-loop trial kind: a task whose task.toml has [ci] rounds (SWE-CI, docs/swe-ci.md).
+
+The rounds themselves are `ahe.tasks.sources.swe_ci.ci_loop`; this module gives them a
+sandbox, the harness and the Architect, and writes result.json like any trial (last, so its
+presence still marks the trial finished). Unlike a one-shot trial, a half-finished CI trial is
+not re-run from scratch: it resumes at its first unfinished round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+import traceback
+from typing import Any, Awaitable
+
+from ahe.errors import ConfigError, InfrastructureError
+from ahe.io import atomic_write_json
+from ahe.rollout.models import TrialResult, TrialSpec
+from ahe.runtime.trace import now_iso
+from ahe.tasks.sources.swe_ci import ci_loop
+from ahe.tasks.sources.swe_ci.layout import CISettings
+from ahe.tasks.sources.swe_ci.rounds import ci_settings, final_rewards
+
+RESULT_FILE = "result.json"
+
+
+def ci_trial_or_none(spec: TrialSpec, ctx: Any) -> Awaitable[TrialResult] | None:
+    """The coroutine of a CI trial, or None for an ordinary one-shot trial."""
+    try:
+        ci = ci_settings(spec.task_dir)
+    except ConfigError as exc:
+        return _broken(spec, str(exc))
+    return None if ci is None else execute_ci_trial(spec, ctx, ci)
+
+
+async def _broken(spec: TrialSpec, message: str) -> TrialResult:
+    """A [ci] table that does not validate: the trial ends at once with the reason."""
+    spec.trial_dir.mkdir(parents=True, exist_ok=True)
+    result = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, error_class="infra", error=message)
+    atomic_write_json(spec.trial_dir / RESULT_FILE, json.loads(result.model_dump_json()))
+    return result
+
+
+def _totals(result: TrialResult, records: list) -> None:
+    """Tokens, turns and tool calls of every round, those of an earlier (killed) process too."""
+    for r in records:
+        result.usage = result.usage.add(r.usage)
+        result.turns += r.turns
+        result.tool_calls += r.tool_calls
+        result.tool_errors += r.tool_errors
+    if records:
+        result.stop_reason = records[-1].programmer_stop
+
+
+async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialResult:
+    """Run (or resume) one CI trial and write its result.json. Never raises for trial failures."""
+    from ahe.rollout.trial import SCRATCH, _sandbox_for
+    from ahe.runtime import load_agent
+    from ahe.tasks import load_task, run_setup
+
+    t0 = time.monotonic()
+    done = ci_loop.finished_rounds(spec.trial_dir)
+    ci_loop.keep_finished(spec.trial_dir, len(done))
+    result = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, started_at=now_iso())
+    sandbox = None
+    try:
+        task = load_task(spec.task_dir)
+        expected = json.loads((task.tests_dir / "expected.json").read_text())
+        sandbox = _sandbox_for(spec, task)
+        env = ci_loop.LoopEnv(
+            task=task, sandbox=sandbox, programmer=ctx.agent(spec.workspace),
+            architect=load_agent(ci_loop.ARCHITECT_WORKSPACE), client=ctx.client(spec), trial_dir=spec.trial_dir,
+            ci=ci, expected=expected, session_wall_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
+            verifier_timeout_sec=spec.verifier_timeout_sec, pass_threshold=spec.pass_threshold,
+        )
+        await sandbox.start()
+        await run_setup(task, sandbox)
+        t_agent = time.monotonic()
+        records = await ci_loop.run_rounds(env, done, f"{spec.task_name}-{spec.trial}")
+        result.agent_duration_sec = round(time.monotonic() - t_agent, 3)
+        _totals(result, records)
+        rewards = final_rewards(records, ci, expected)
+        atomic_write_json(spec.trial_dir / "verifier" / "reward.json", rewards)
+        result.raw_reward, result.rewards = rewards["reward"], rewards
+        result.passed = rewards["reward"] >= spec.pass_threshold
+        result.reward = 1.0 if result.passed else 0.0
+    except ci_loop.RoundFailed as exc:
+        result.error_class, result.error = exc.error_class, str(exc)  # type: ignore[assignment]
+    except InfrastructureError as exc:
+        result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a bug or bad input around the trial: infra, with the trace kept
+        result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"
+        (spec.trial_dir / "error.txt").write_text(traceback.format_exc())
+    finally:
+        if sandbox is not None:
+            try:
+                await sandbox.stop()
+            except Exception as exc:  # stopping must not hide the trial's own outcome
+                (spec.trial_dir / "sandbox-stop-error.txt").write_text(repr(exc))
+    result.duration_sec = round(time.monotonic() - t0, 3)
+    for scratch in SCRATCH + (() if spec.keep_app else ("app",)):
+        shutil.rmtree(spec.trial_dir / scratch, ignore_errors=True)
+    atomic_write_json(spec.trial_dir / RESULT_FILE, json.loads(result.model_dump_json()))
+    return result
