@@ -11,12 +11,16 @@ from typing import Optional
 
 import typer
 
+from ahe.tasks.sources.swe_ci import cli as _swe_ci_cli
+
 app = typer.Typer(
     name="tasks",
     help="Inspect and audit a folder of Harbor / Terminal-Bench 2 tasks.",
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(_swe_ci_cli.make_app, name="make")
+app.add_typer(_swe_ci_cli.import_app, name="import")
 
 
 def _console(stderr: bool = False):

@@ -59,6 +59,7 @@ def _ensure_loaded() -> None:
 
     backend_names()  # loads AHE_PLUGINS / entry points, which may register sources too
     from ahe.tasks.sources import folder, playground  # noqa: F401 - the built-in sources
+    from ahe.tasks.sources.swe_ci import source  # noqa: F401 - SWE-CI evolution tasks
 
 
 def source_infos() -> list[TaskSourceInfo]:

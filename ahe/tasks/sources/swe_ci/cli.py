@@ -1,0 +1,109 @@
+"""`ahe tasks make swe-ci` and `ahe tasks import swe-ci` (mounted by ahe/tasks/cli.py).
+
+Module-level imports stay cheap (typer only); the task maker, git and docker are imported
+inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+make_app = typer.Typer(help="Make task folders from a task source.", no_args_is_help=True, add_completion=False)
+import_app = typer.Typer(help="Import a published benchmark as task folders.", no_args_is_help=True,
+                         add_completion=False)
+
+
+@make_app.callback()
+def _make() -> None:
+    """Make task folders from a task source (`swe-ci`: a git repository's base and target commits)."""
+
+
+@import_app.callback()
+def _import() -> None:
+    """Import a published benchmark's own layout as task folders (`swe-ci`)."""
+
+
+def _ci(rounds: Optional[int], gamma: float):
+    from ahe.errors import AheError
+    from ahe.tasks.sources.swe_ci.layout import CISettings
+
+    if gamma < 1:
+        raise AheError(f"--gamma must be at least 1 (EvoScore weights later rounds more), not {gamma}.")
+    return CISettings(rounds=rounds, gamma=gamma) if rounds else None
+
+
+def _print(results, as_json: bool) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    if as_json:
+        typer.echo(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
+    else:
+        table = Table("task", "n(c0)", "n(c*)", "gap", "kept", "where / why not", title="SWE-CI tasks")
+        for r in results:
+            table.add_row(r.name, str(r.n_base), str(r.n_target), str(r.gap), "yes" if r.kept else "no",
+                          str(r.path) if r.kept else r.reason)
+        Console().print(table)
+    return sum(1 for r in results if r.kept)
+
+
+@make_app.command("swe-ci")
+def make_swe_ci(
+    repo: Optional[Path] = typer.Option(None, "--repo", help="A git repository (a clone; it is never modified)."),
+    base: Optional[str] = typer.Option(None, "--base", help="The base commit c0 the agent starts from."),
+    target: Optional[str] = typer.Option(None, "--target", help="The target commit c* whose tests define the goal."),
+    csv_file: Optional[Path] = typer.Option(None, "--csv", help="Many tasks: a CSV with columns repo,base,target[,name]."),
+    out: Path = typer.Option(..., "--out", help="Where to write the task folders."),
+    name: Optional[str] = typer.Option(None, "--name", help="Task name (default: <repo>-<base7>-<target7>)."),
+    tests_dir: Optional[list[str]] = typer.Option(None, "--tests-dir", help="Test folder(s) of the repository (default: tests); repeatable."),
+    test_command: Optional[str] = typer.Option(None, "--test-command", help="Shell command that writes JUnit XML to $AHE_JUNIT_XML (default: pytest, else unittest)."),
+    min_gap: int = typer.Option(5, "--min-gap", min=1, help="Keep a task only when n(c*) - n(c0) reaches this (the paper: 5)."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Make it a CI-loop task with this many rounds ([ci] rounds)."),
+    gamma: float = typer.Option(1.0, "--gamma", help="EvoScore's γ for the CI loop ([ci] gamma, ≥ 1)."),
+    sandbox: str = typer.Option("local", "--sandbox", help="Where the tests are counted (local or docker)."),
+    force: bool = typer.Option(False, "--force", help="Replace a task folder that exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Make SWE-CI evolution tasks from a git repository's history (base → target commit)."""
+    from ahe.errors import AheError
+    from ahe.tasks.sources.swe_ci.maker import make_task, read_batch
+
+    if csv_file is None and not (repo and base and target):
+        raise AheError("give --repo, --base and --target, or --csv FILE with the columns repo,base,target.")
+    rows = read_batch(csv_file) if csv_file else [{"repo": str(repo), "base": base, "target": target, "name": name or ""}]
+    ci = _ci(rounds, gamma)
+    results = []
+    for row in rows:
+        path = Path(row["repo"]) if csv_file is None else (csv_file.parent / row["repo"])
+        results.append(make_task(path, row["base"], row["target"], out, name=row["name"] or None,
+                                 test_dirs=tests_dir or None, test_command=test_command, min_gap=min_gap, ci=ci,
+                                 sandbox=sandbox, force=force))
+    if _print(results, as_json) == 0:
+        raise typer.Exit(1)
+
+
+@import_app.command("swe-ci")
+def import_swe_ci(
+    root: Path = typer.Argument(..., help="The dataset root: metadata/<split>.csv and data/<task_id>/{code.zip,image.tar.gz}."),
+    out: Path = typer.Option(..., "--out", help="Where to write the task folders."),
+    split: str = typer.Option("default", "--split", help="Which metadata/<split>.csv to read."),
+    task: Optional[list[str]] = typer.Option(None, "--task", "-t", help="Only these task ids; repeatable."),
+    rounds: int = typer.Option(20, "--rounds", min=1, help="CI-loop rounds ([ci] rounds; SWE-CI uses 20)."),
+    gamma: float = typer.Option(1.0, "--gamma", help="EvoScore's γ ([ci] gamma, ≥ 1)."),
+    tests_dir: Optional[list[str]] = typer.Option(None, "--tests-dir", help="Test folder(s) (default: tests); repeatable."),
+    min_gap: int = typer.Option(1, "--min-gap", min=1, help="Keep a task only when its counted gap reaches this."),
+    force: bool = typer.Option(False, "--force", help="Replace task folders that exist."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Import the published SWE-CI dataset as docker tasks (needs a Docker engine)."""
+    from ahe.tasks.sources.swe_ci.published import import_dataset
+
+    results = import_dataset(root, out, split=split, only=task or None, ci=_ci(rounds, gamma),
+                             test_dirs=tests_dir or None, min_gap=min_gap, force=force)
+    if _print(results, as_json) == 0:
+        raise typer.Exit(1)
