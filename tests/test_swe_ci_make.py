@@ -93,3 +93,22 @@ def test_the_bundled_examples_are_what_make_examples_writes(tmp_path):
             diffs += c.left_only + c.right_only + c.diff_files
             stack += c.subdirs.values()
         assert not diffs, f"{name}: regenerate with examples/swe-ci/make_examples.py ({diffs})"
+
+
+def test_tasks_swe_ci_source_in_eval(tmp_path, repos):
+    """`--tasks swe-ci:CSV`: the source makes the task under the run, once, and eval grades it."""
+    csv_file = tmp_path / "pairs.csv"
+    csv_file.write_text(f"repo,base,target,name\nrepos/textstats,{repos['textstats'][0]},main,ts\n")
+    cmd = ["eval", "--workspace", str(ROOT / "harness_workspace"), "--tasks", f"swe-ci:{csv_file}",
+           "--mock-policy", str(EXAMPLES / "mock-policy.yaml"), "--out", str(tmp_path / "run"), "--json"]
+    first = ahe(*cmd)
+    assert first.returncode == 0, first.stderr
+    made = tmp_path / "run" / "tasks-source" / "swe-ci" / "ts" / "tests" / "expected.json"
+    stamp = made.stat().st_mtime_ns
+    res = json.loads(first.stdout)
+    # one-shot task, and the mock does nothing outside a CI round: a(c) = 0, no regression
+    assert res["tasks"]["ts"]["reward_means"]["normalized_change"] == 0.0
+    assert res["tasks"]["ts"]["reward_means"]["zero_regression"] == 1.0
+    again = ahe(*cmd)
+    assert again.returncode == 0, again.stderr
+    assert made.stat().st_mtime_ns == stamp  # not made again on resume

@@ -81,6 +81,15 @@ UNITS_TESTS = {
     "describe": "self.assertEqual(t.describe(2.5), '2.5 m')",
 }
 
+# The lesson the evolve mock adds to the harness's memory; with it the mock Programmer leaves
+# out the regressing hunk (so EvoScore rises while the pass rate of `units` stays 0).
+LESSON = "- In a CI round, run the whole test suite before you finish, and keep every test that passed passing.\n"
+CAREFUL_ROUNDS = {  # project -> {round: functions} the Programmer writes when the lesson is in memory
+    "textstats": {1: ["word_count", "char_count", "line_count", "unique_words", "top_word", "average_word_length",
+                      "longest_word", "sentence_count"]},
+    "units": {2: ["to_meters", "to_feet", "to_inches", "to_km", "to_miles"]},
+}
+
 # name -> (module name, functions, tests, commits (function lists), mock rounds (function lists))
 PROJECTS = {
     "textstats": ("textstats", TEXTSTATS, TEXTSTATS_TESTS, [
