@@ -43,7 +43,7 @@ class Budgets(_Strict):
 
 
 class AttributionSettings(_Strict):
-    delta: float = Field(default=0.5, gt=0, le=1)
+    delta: float = Field(default=0.5, gt=0, le=2)  # in the metric's units (EvoScore spans [-1, 1])
     # a verdict policy of ahe.evolution.policies: paper (= the old "balanced"), lenient, strict;
     # checked when the loop starts (the policies live above this layer)
     strictness: str = "paper"
@@ -81,6 +81,9 @@ class ExperimentConfig(RolloutSettings, _Strict):
     debugger: DebuggerSettings = Field(default_factory=DebuggerSettings)
     evolve: EvolveSettings = Field(default_factory=EvolveSettings)
     evaluate_final: bool = True  # evaluate the last harness too (and attribute its changes)
+    # what attribution and H_best compare: the pass rate (the paper's) or the mean of one
+    # reward key of reward.json, e.g. evoscore for SWE-CI tasks (docs/swe-ci.md)
+    metric: str = Field(default="pass_rate", min_length=1)
 
     def resolve_paths(self, base: Path) -> "ExperimentConfig":
         def fix(p: Path | None) -> Path | None:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ahe.harness.manifest import ChangeEntry
+from ahe.evolution.metric import PASS_RATE, task_scores
 from ahe.evolution.policies import RoundEvidence, TaskEvidence, get_policy
+from ahe.harness.manifest import ChangeEntry
 from ahe.rollout.models import RunResults
 from ahe.run_folder.decisions import Attribution, PredictionScore
 
@@ -54,8 +55,16 @@ def replay_touched(c: ChangeEntry) -> set[str]:
     return set(c.replay_at_risk) | set(c.replay.tasks_touched if c.replay is not None else ())
 
 
-def task_evidence(before: RunResults, after: RunResults) -> dict[str, TaskEvidence]:
-    """Per-task successes/trials on both sides, for tasks with trials in both iterations."""
+def task_evidence(before: RunResults, after: RunResults, metric: str = PASS_RATE) -> dict[str, TaskEvidence]:
+    """Per-task successes/trials on both sides, for tasks with trials in both iterations.
+
+    With a reward-key `metric` the rates are that key's per-task means (no counts: they are
+    not successes out of trials).
+    """
+    if metric != PASS_RATE:
+        b_scores, a_scores = task_scores(before, metric), task_scores(after, metric)
+        return {t: TaskEvidence(task=t, before_rate=b_scores[t], after_rate=a_scores[t])
+                for t in sorted(set(b_scores) & set(a_scores))}
     out = {}
     for name in sorted(set(before.tasks) & set(after.tasks)):
         b, a = before.tasks[name], after.tasks[name]
@@ -74,6 +83,7 @@ def attribute(
     iteration: int,
     delta: float = 0.5,
     strictness: str = "paper",
+    metric: str = PASS_RATE,
 ) -> Attribution:
     """Judge the accepted `changes` of the previous iteration by the policy `strictness`.
 
@@ -82,7 +92,7 @@ def attribute(
     """
     policy = get_policy(strictness)
     if isinstance(before, RunResults) and isinstance(after, RunResults):
-        tasks = task_evidence(before, after)
+        tasks = task_evidence(before, after, metric)
     else:
         assert not isinstance(before, RunResults) and not isinstance(after, RunResults)
         tasks = {t: TaskEvidence(task=t, before_rate=before[t], after_rate=after[t]) for t in sorted(set(before) & set(after))}
@@ -104,6 +114,7 @@ def attribute(
         iteration=iteration,
         delta=delta,
         strictness=strictness,
+        metric=metric,
         n_tasks=n,
         improved=improved,
         regressed=regressed,

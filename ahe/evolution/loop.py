@@ -6,8 +6,9 @@ Iteration t evaluates H_{t-1} (tag iter-{t-1}) and produces H_t (tag iter-{t}):
 
 After the last iteration the final harness is evaluated too (rollout, attribution,
 rollback; no new edits), so the last manifest's predictions are checked like every other.
-H_best is the evaluated harness with the highest pass@1 (ties keep the earlier one); under a
-policy that judges by evidence (`noise`), the harness the pooled evidence rates best (docs/decisions.md).
+H_best is the evaluated harness with the highest pass@1 — or, with `metric: KEY`, the highest
+mean of that reward key (ties keep the earlier one); under a policy that judges by evidence
+(`noise`) and the pass rate, the harness the pooled evidence rates best (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from rich.console import Console
 
 from ahe.config import ExperimentConfig, dump_experiment_config
 from ahe.errors import AheError
+from ahe.evolution.metric import PASS_RATE, run_score
+from ahe.evolution.metric import label as metric_label
 from ahe.evolution.phases import (
     EvolveOutcome,
     PhaseContext,
@@ -157,7 +160,7 @@ class EvolutionLoop:
                 self._record_reeval(scores, it, att)
         elif phase == "rollback":
             self._record_rollback(scores, it, ctx.run.iteration(it).attribution(), rollback_phase(ctx, it))
-            if self.by_evidence:
+            if self._best_later():
                 self._best_by_evidence(scores, it, repo)
             if final:
                 repo.tag("final")
@@ -192,17 +195,26 @@ class EvolutionLoop:
             tokens={"agent": results.usage.total_tokens},
             cost_usd={"agent": results.usage.cost_usd or 0.0},
             final=final,
+            metric_value=run_score(results, self.cfg.metric),
+            reward_means=dict(results.reward_means),
         )
         scores.upsert(score)
-        later = self.by_evidence and scores.best_pass_at_1 is not None  # then H_best is chosen after the rollback
-        if not later and (scores.best_pass_at_1 is None or results.pass_at_1 > scores.best_pass_at_1 + 1e-12):
+        scores.metric = self.cfg.metric
+        value = score.metric_value
+        if scores.best_metric_value is None and scores.best_iteration is not None:  # scores of an older AHE
+            scores.best_metric_value = scores.best_pass_at_1
+        # by the evidence, H_best is chosen after the rollback (pass-rate evidence only)
+        later = self._best_later() and scores.best_pass_at_1 is not None
+        if not later and (scores.best_metric_value is None or value > scores.best_metric_value + 1e-12):
             scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = it, commit, results.pass_at_1
+            scores.best_metric_value = value
             repo.tag("best", commit)
         self.run.save_scores(scores)
+        by = "" if self.cfg.metric == PASS_RATE else f", {metric_label(self.cfg.metric)} {value:.3f}"
         self.run.history(
             f"- iteration {it}: evaluated {tag} ({commit[:10]}): pass@1 {results.pass_at_1:.3f} "
-            f"({results.n_passed}/{results.n_trials}), pass@{results.k} {results.pass_at_k:.3f}, "
-            f"infra errors {results.infra_errors}; best so far: iteration {scores.best_iteration} ({scores.best_pass_at_1:.3f})"
+            f"({results.n_passed}/{results.n_trials}), pass@{results.k} {results.pass_at_k:.3f}{by}, "
+            f"infra errors {results.infra_errors}; best so far: iteration {scores.best_iteration} ({scores.best_metric_value:.3f})"
         )
 
     def _record_attribution(self, it: int, att: Attribution) -> None:
@@ -231,12 +243,17 @@ class EvolutionLoop:
             self.run.history(f"  - re-evaluation: {r.spent} extra trials (budget {r.budget}; {r.run_now} run now, "
                              f"{r.spent - r.run_now} found finished)")
 
+    def _best_later(self) -> bool:
+        """H_best by the pooled evidence (a `noise` policy) — that evidence is pass/fail counts."""
+        return self.by_evidence and self.cfg.metric == PASS_RATE
+
     def _best_by_evidence(self, scores: Scores, it: int, repo: HarnessRepo) -> None:
         """H_best without the winner's curse (ahe.evolution.noise.best_by_evidence)."""
         from ahe.evolution.noise import best_by_evidence
 
         r, commit, est = best_by_evidence(self.run, it, repo.head())
         scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = r, commit, round(est, 6)
+        scores.best_metric_value = scores.best_pass_at_1
         repo.tag("best", commit)
         self.run.save_scores(scores)
         self.run.history(f"  - best harness by the evidence: {commit[:10]} (estimated pass@1 {est:.3f})")

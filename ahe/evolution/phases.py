@@ -131,6 +131,7 @@ async def attribution_phase(ctx: PhaseContext, it: int) -> Attribution:
         iteration=it,
         delta=ctx.cfg.attribution.delta,
         strictness=ctx.cfg.attribution.strictness,
+        metric=ctx.cfg.metric,
     )
     write_model(ctx.run.iteration(it).attribution_json, att)
     return att

@@ -20,6 +20,7 @@ from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
 from ahe.report import foresight
 from ahe.run_folder import Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
+from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
 PENDING = "pending"
 COMPONENTS = get_args(Component)  # the manifest's component classes, in their order
@@ -114,6 +115,8 @@ def _iteration_row(run: RunFolder, it: int, scores: Scores, state: LoopState, ch
     return {
         "iteration": it,
         "pass_at_1": sc.pass_at_1 if sc else None,
+        "metric_value": sc.metric_value if sc else None,
+        "swe_ci": swe_ci_numbers(sc.reward_means) if sc else None,  # EvoScore, zero-regression, ... (SWE-CI tasks)
         "evaluated_tag": sc.harness_tag if sc else None,
         "phases_done": state.done.get(f"{it:03d}", []),
         "final_evaluation": final,
@@ -124,6 +127,7 @@ def _iteration_row(run: RunFolder, it: int, scores: Scores, state: LoopState, ch
         "improved": att.improved if att else None,
         "regressed": att.regressed if att else None,
         "n_tasks": att.n_tasks if att else None,
+        "attribution_metric": att.metric if att else None,
         "fix_predictions": _pred_block(att.fix_predictions if att else None),
         "regression_predictions": _pred_block(att.regression_predictions if att else None),
         "unpredicted_improvements": att.unpredicted_improvements if att else None,
@@ -183,6 +187,8 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "stopped": state.stopped,
         "best_iteration": scores.best_iteration,
         "best_pass_at_1": scores.best_pass_at_1,
+        "metric": scores.metric,
+        "best_metric_value": scores.best_metric_value,
         "iterations": shown,
         "overall": {
             "method": "pooled (micro-average) over iterations whose changes were judged by an attribution "
@@ -218,11 +224,15 @@ def render_audit(audit: dict, console: Any) -> None:
         head = f"Iteration {it['iteration']}"
         if it["pass_at_1"] is not None:
             head += f" — evaluated {it['evaluated_tag']} pass@1 {it['pass_at_1']:.3f}"
+            if audit.get("metric", "pass_rate") != "pass_rate" and it.get("metric_value") is not None:
+                head += f", mean {audit['metric']} {it['metric_value']:.3f}"
         head += f"; manifest {it['manifest']}"
         if it["judged_by"]:
             head += f"; judged by iteration {it['judged_by']}"
         console.print()
         console.print(f"[bold]{head}[/]")
+        if it.get("swe_ci"):
+            console.print("  SWE-CI  " + "  ".join(f"{k} {v:.3f}" for k, v in it["swe_ci"].items()))
         if not it["changes"]:
             if it["final_evaluation"] and it["manifest"].startswith("none"):
                 console.print("  final evaluation of the last harness: no evolve phase")
@@ -247,7 +257,8 @@ def render_audit(audit: dict, console: Any) -> None:
             console.print(_evidence_table(it))
         if it["fix_predictions"] is not None:
             console.print(
-                f"  improved {it['improved'] or '-'}, regressed {it['regressed'] or '-'} (of {it['n_tasks']} tasks)"
+                f"  improved {it['improved'] or '-'}, regressed {it['regressed'] or '-'} (of {it['n_tasks']} tasks"
+                + (f", by mean {it['attribution_metric']})" if it.get("attribution_metric") not in (None, "pass_rate") else ")")
             )
             console.print(_prediction_table(f"Predictions of iteration {it['iteration']}", it["fix_predictions"],
                                             it["regression_predictions"], replayed=it))

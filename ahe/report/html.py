@@ -24,6 +24,7 @@ from ahe.report.html_template import TEMPLATE
 from ahe.report.splits import collect_splits
 from ahe.rollout.models import RunResults
 from ahe.run_folder import Attribution, LoopState, RollbackReport, RunFolder, Scores, read_json, read_model
+from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
 MAX_DIFF_LINES = 400  # per change: keeps the file small; the rest is summarised
 MAX_DIFF_CHARS = 40_000
@@ -220,6 +221,16 @@ def _usage(its: list[int], scores: Scores) -> tuple[list[str], list[dict]]:
         rows.append({"iteration": it, "pending": s is None, "tokens": s.tokens if s else {}, "cost": s.cost_usd if s else {}})
     return roles, rows
 
+def _swe_ci(its: list[int], scores: Scores, results: dict[int, RunResults | None]) -> tuple[list[dict], list[str]]:
+    """Per iteration, the SWE-CI numbers of its rollout (none when the tasks are not SWE-CI)."""
+    rows = []
+    for it in its:
+        s, r = scores.get(it), results.get(it)
+        numbers = swe_ci_numbers((s.reward_means if s else None) or (r.reward_means if r else None))
+        if numbers:
+            rows.append({"iteration": it, "numbers": numbers})
+    return rows, list(dict.fromkeys(k for r in rows for k in r["numbers"]))
+
 
 def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     """Everything the template needs, from whatever is in the run folder right now."""
@@ -231,6 +242,7 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     points, best_it = _curve(its, scores, results)
     tasks = {t for r in results.values() if r is not None for t in r.tasks}
     roles, usage_rows = _usage(its, scores)
+    swe_ci_rows, swe_ci_columns = _swe_ci(its, scores, results)
     transfer_file = run.root / "transfer.json"
     status = "finished" if state.finished else "in progress (or stopped before the end)"
     if state.stopped:
@@ -248,6 +260,8 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         "token_svg": svg.token_bars([(u["iteration"], u["tokens"]) for u in usage_rows if not u["pending"]], roles),
         "transfer": _transfer_table(read_json(transfer_file)) if transfer_file.exists() else None,
         "splits": collect_splits(run, scores),
+        "swe_ci_rows": swe_ci_rows, "swe_ci_columns": swe_ci_columns,
+        "metric": scores.metric, "best_metric_value": scores.best_metric_value,
         "infra_total": sum(r.infra_errors for r in results.values() if r is not None),
     }
 

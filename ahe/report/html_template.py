@@ -45,7 +45,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 <h1>{{ title }}</h1>
 <p class="meta">Run folder <code>{{ run_dir }}</code> · status: <strong id="run-status">{{ status }}</strong>
  · iterations: {{ iterations|length }}
-{% if best_iteration is not none %} · best: iteration {{ best_iteration }}{% if best_pass_at_1 is not none %} (pass@1 {{ "%.3f"|format(best_pass_at_1) }}){% endif %}{% if best_commit %}, commit <code>{{ best_commit[:12] }}</code>{% endif %}{% endif %}
+{% if best_iteration is not none %} · best: iteration {{ best_iteration }}{% if metric != "pass_rate" and best_metric_value is not none %} (mean {{ metric }} {{ "%.3f"|format(best_metric_value) }}){% elif best_pass_at_1 is not none %} (pass@1 {{ "%.3f"|format(best_pass_at_1) }}){% endif %}{% if best_commit %}, commit <code>{{ best_commit[:12] }}</code>{% endif %}{% endif %}
  · infrastructure errors: {{ infra_total }}</p>
 <nav>Sections: <a href="#sec-curve">pass@1</a> · <a href="#sec-heatmap">tasks</a> · <a href="#sec-timeline">changes</a>
  · <a href="#sec-predictions">predictions</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
@@ -71,6 +71,17 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <td class="num">{{ "%+.1f"|format(r.delta) if r.delta is not none else "—" }}{% if r.ci %} <span class="meta">[{{ "%.1f"|format(r.ci[0]) }}, {{ "%.1f"|format(r.ci[1]) }}]</span>{% endif %}</td>{% endif %}
 <td>{% if r.pending %}<span class="pending">{{ r.evidence }}</span>{% else %}{{ r.evidence }}{% endif %}</td></tr>
 {% endfor %}</table>
+</section>
+{% endif %}
+
+{% if swe_ci_rows %}
+<section id="sec-swe-ci">
+<h2>SWE-CI per iteration</h2>
+<p class="meta">Means over the trials of each iteration's rollout (docs/swe-ci.md): EvoScore at γ = 1 and at the tasks' γ, the last round's normalized change, the share of trials without a regression and of trials reaching a = 1.</p>
+<table id="swe-ci-table">
+<tr><th>iteration</th>{% for c in swe_ci_columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for r in swe_ci_rows %}<tr><td>{{ r.iteration }}</td>{% for c in swe_ci_columns %}<td class="num">{{ "%.3f"|format(r.numbers[c]) if c in r.numbers else "—" }}</td>{% endfor %}</tr>{% endfor %}
+</table>
 </section>
 {% endif %}
 

@@ -65,10 +65,11 @@ class Attribution(BaseModel):
     iteration: int
     delta: float
     strictness: str  # the verdict policy's name (ahe.evolution.policies)
+    metric: str = "pass_rate"  # what flipped: the pass rate or a reward key's per-task mean
     n_tasks: int
     improved: list[str]
     regressed: list[str]
-    pass_rate_before: dict[str, float]
+    pass_rate_before: dict[str, float]  # per task, the value of `metric` (the pass rate by default)
     pass_rate_after: dict[str, float]
     changes: list[ChangeVerdict] = Field(default_factory=list)
     fix_predictions: PredictionScore

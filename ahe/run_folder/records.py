@@ -47,6 +47,8 @@ class IterationScore(BaseModel):
     kept: list[str] = Field(default_factory=list)
     rolled_back: list[str] = Field(default_factory=list)
     final: bool = False
+    metric_value: float | None = None  # the run's value of the experiment's metric (pass@1 by default)
+    reward_means: dict[str, float] = Field(default_factory=dict)  # mean of each reward key (results.json)
 
 
 class Scores(BaseModel):
@@ -54,6 +56,8 @@ class Scores(BaseModel):
     best_iteration: int | None = None
     best_commit: str | None = None
     best_pass_at_1: float | None = None
+    metric: str = "pass_rate"  # what H_best is chosen by
+    best_metric_value: float | None = None
 
     def get(self, it: int) -> IterationScore | None:
         return next((s for s in self.iterations if s.iteration == it), None)
