@@ -60,3 +60,10 @@ def test_evolve_attributes_on_evoscore(tmp_path):
     html = (tmp_path / "r.html").read_text()
     assert 'id="swe-ci-table"' in html and "<th>EvoScore (γ=2)</th>" in html
     assert "best: iteration 2 (mean evoscore 0.895)" in html
+
+    # the debugger's corpus sees every round's sessions as sub-agent traces of the trial
+    index = (run / "iterations" / "001" / "corpus" / "units" / "trial-1" / "index.md").read_text()
+    for r in (1, 2, 3):
+        for role in ("architect", "programmer"):
+            assert f"corpus/units/trial-1/sub_agents/r{r:02d}-{role}/index.md" in index
+    assert "round 2: a = 0.4000, 4 target tests pass, 1 regression(s): tests.test_units.TestUnits.test_to_feet" in index

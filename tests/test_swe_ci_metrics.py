@@ -72,3 +72,19 @@ def test_failing_summary_lists_the_target_tests_that_do_not_pass():
     assert "1 of 3 target tests pass" in text
     assert "- t2: failed — AssertionError: 1 != 2" in text
     assert "- t3: not collected" in text
+
+
+def test_ci_table_is_validated_with_the_file_and_field(tmp_path):
+    from ahe.errors import ConfigError
+    from ahe.tasks.sources.swe_ci.rounds import ci_settings
+
+    (tmp_path / "task.toml").write_text("[task]\nname = 'x'\n")
+    assert ci_settings(tmp_path) is None
+    (tmp_path / "task.toml").write_text("[ci]\nrounds = 3\ngamma = 2.0\n")
+    assert ci_settings(tmp_path) == CISettings(rounds=3, gamma=2.0)
+    (tmp_path / "task.toml").write_text("[ci]\nrounds = 0\n")
+    with pytest.raises(ConfigError, match=r"task.toml: \[ci\] rounds .*greater than or equal to 1"):
+        ci_settings(tmp_path)
+    (tmp_path / "task.toml").write_text("[ci]\nrounds = 2\ngamma = 0.5\n")
+    with pytest.raises(ConfigError, match=r"\[ci\] gamma"):
+        ci_settings(tmp_path)
