@@ -8,7 +8,8 @@ runs the same file on the host, so base, target and every round are counted the 
 * `--command CMD`: a shell command run in DIR that writes a JUnit XML report to the path in
   `$AHE_JUNIT_XML` (for pytest: `python -m pytest tests --junitxml=$AHE_JUNIT_XML`).
 * otherwise pytest when it can be imported (its JSON report plugin when installed, else its
-  JUnit XML), else `unittest` discovery in each tests folder.
+  JUnit XML; a module that fails to import costs only its own tests), else `unittest`
+  discovery in each tests folder.
 
 `results.json`: {"runner": ..., "exit_code": ..., "tests": {test_id: passed|failed|error|skipped},
 "messages": {test_id: first lines of the failure}}. `src` and the repository root are put on
@@ -76,7 +77,10 @@ def _run_command(repo: Path, command: str, timeout: float) -> dict:
 
 def _run_pytest(repo: Path, tests: list[str], timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "--color=no", f"--rootdir={repo}"]
+        # a test module that does not import (the base often lacks what the target's tests
+        # import) must cost its own tests only, not the whole session
+        cmd = [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "--color=no", f"--rootdir={repo}",
+               "--continue-on-collection-errors"]
         json_report = importlib.util.find_spec("pytest_jsonreport") is not None
         report = Path(tmp) / ("report.json" if json_report else "junit.xml")
         cmd += [f"--json-report-file={report}", "--json-report"] if json_report else [f"--junitxml={report}"]
