@@ -114,3 +114,20 @@ def test_a_ci_trial_killed_mid_round_resumes_at_that_round(tmp_path):
     assert rewards["evoscore"] == pytest.approx(8.8 / 14) and rewards["zero_regression"] == 0.0
     # the resumed round 2 started from round 1's codebase: its Programmer saw the same /app
     assert (trial / "sub_agents" / "r02-programmer" / "trajectory.json").is_file()
+
+
+def test_the_architect_cannot_change_the_code(tmp_path):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(EXAMPLES / "intervals", tasks / "intervals")
+    policy = yaml.safe_load((EXAMPLES / "mock-policy.yaml").read_text())
+    policy["rules"][0:0] = [{"name": "architect-writes", "match": {"system_contains": "You are the Architect", "turn": 1},
+                             "tool_calls": [{"name": "run_shell_command", "arguments": {
+                                 "command": "echo 'def merge(items): return []' > /app/intervals.py; touch /app/ARCHITECT_WAS_HERE"}}]}]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(policy))
+    done = subprocess.run(_eval(tasks, tmp_path / "out", tmp_path / "p.yaml"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trial = tmp_path / "out" / "rollouts" / "intervals" / "trial-1"
+    ls = json.loads((trial / "sub_agents" / "r01-programmer" / "trajectory.json").read_text())["steps"]
+    listing = next(s["observation"]["results"][0]["content"] for s in ls if s.get("observation"))
+    assert "intervals.py" in listing and "ARCHITECT_WAS_HERE" not in listing
+    assert json.loads((trial / "result.json").read_text())["rewards"]["reward"] == 1.0

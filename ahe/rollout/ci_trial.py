@@ -67,7 +67,11 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
     sandbox = None
     try:
         task = load_task(spec.task_dir)
-        expected = json.loads((task.tests_dir / "expected.json").read_text())
+        expected_file = task.tests_dir / "expected.json"
+        if not expected_file.is_file():
+            raise ConfigError(f"{expected_file}: missing; a [ci] task needs the counts of its base and target "
+                              "(make it with `ahe tasks make swe-ci` or `ahe tasks import swe-ci`).")
+        expected = json.loads(expected_file.read_text())
         sandbox = _sandbox_for(spec, task)
         env = ci_loop.LoopEnv(
             task=task, sandbox=sandbox, programmer=ctx.agent(spec.workspace),
@@ -86,6 +90,8 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
         result.raw_reward, result.rewards = rewards["reward"], rewards
         result.passed = rewards["reward"] >= spec.pass_threshold
         result.reward = 1.0 if result.passed else 0.0
+    except ConfigError as exc:
+        result.error_class, result.error = "infra", str(exc)
     except ci_loop.RoundFailed as exc:
         result.error_class, result.error = exc.error_class, str(exc)  # type: ignore[assignment]
     except InfrastructureError as exc:

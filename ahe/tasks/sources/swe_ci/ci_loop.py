@@ -29,6 +29,7 @@ from ahe.tasks.sources.swe_ci.metrics import regressions
 
 ARCHITECT_WORKSPACE = Path(__file__).resolve().parent / "architect"
 SNAPSHOT = "/tmp/.ahe-ci-app.tar.gz"
+READ_ONLY = "/tmp/.ahe-ci-architect.tar.gz"  # /app as the Architect found it
 
 
 class RoundFailed(Exception):
@@ -111,6 +112,22 @@ async def _restore(sandbox: Any, src: Path) -> None:
         raise InfrastructureError(f"could not restore /app from {src}: {run.stderr[-300:]}", kind="sandbox")
 
 
+async def _pin_app(sandbox: Any) -> None:
+    run = await sandbox.exec(f"tar -czf {READ_ONLY} -C /app . && echo ok", timeout=600)
+    if "ok" not in run.stdout:
+        raise InfrastructureError(f"could not save /app before the Architect: {run.stderr[-300:]}", kind="sandbox")
+
+
+async def _unpin_app(sandbox: Any) -> None:
+    """Put /app back as it was before the Architect: it reads the code, it never changes it."""
+    run = await sandbox.exec(
+        f"find /app -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && tar -xzf {READ_ONLY} -C /app && rm -f {READ_ONLY} && echo ok",
+        timeout=600,
+    )
+    if "ok" not in run.stdout:
+        raise InfrastructureError(f"could not restore /app after the Architect: {run.stderr[-300:]}", kind="sandbox")
+
+
 async def _grade(env: LoopEnv, out: Path) -> tuple[dict, dict]:
     """Run the verifier on the current /app; (rewards, test statuses)."""
     from ahe.tasks.phases import run_verifier
@@ -137,8 +154,10 @@ async def _run_round(env: LoopEnv, i: int, prev: dict) -> tuple[R.RoundRecord, d
     t0 = time.monotonic()
     summary, _ = R.failing_summary(prev, env.expected)
     subs, rounds = env.trial_dir / "sub_agents", env.ci.rounds
+    await _pin_app(env.sandbox)
     arch = await _session(env, env.architect, subs / f"r{i:02d}-architect",
                           R.ARCHITECT_MESSAGE.format(round=i, rounds=rounds, summary=summary))
+    await _unpin_app(env.sandbox)
     requirements = (arch.final_answer or "").strip() or "(the Architect gave no requirements; make the failing tests pass)"
     prog = await _session(env, env.programmer, subs / f"r{i:02d}-programmer",
                           R.PROGRAMMER_MESSAGE.format(round=i, rounds=rounds, instruction=env.task.instruction.strip(),
