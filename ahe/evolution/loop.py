@@ -53,6 +53,9 @@ class EvolutionLoop:
                  executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None) -> None:
         policy = get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
         self.by_evidence = hasattr(policy, "judge_round")  # H_best by the evidence, after each rollback
+        if self.by_evidence and cfg.metric != PASS_RATE:
+            raise AheError(f"attribution.strictness {cfg.attribution.strictness!r} judges pass/fail evidence, so it "
+                           f"cannot judge metric {cfg.metric!r}; use paper, lenient or strict with that metric.")
         self.executor, self.evolve = executor, evolve  # None unless `ahe simulate` replaces them
         self.cfg = cfg
         self.run = RunFolder(run_dir)
