@@ -22,8 +22,16 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+EXECUTOR_HELP = "Where trials run: local (this machine) or ray (a Ray cluster; docs/scale-out.md)."
+RAY_ADDRESS_HELP = "With --executor ray: auto (a cluster started on this machine), host:port, or ray://host:10001."
 mock_app = typer.Typer(help="The scripted (mock) OpenAI-compatible model server, for tests and demos.", no_args_is_help=True)
 app.add_typer(mock_app, name="mock-llm")
+
+
+def check_executor(executor: str | None) -> str | None:
+    if executor is not None and executor not in ("local", "ray"):
+        raise AheError(f"--executor must be local or ray, not {executor!r}")
+    return executor
 
 
 def _register_subapps() -> None:
@@ -89,6 +97,8 @@ def eval_(
     agent_timeout: Optional[float] = typer.Option(None, "--agent-timeout", help="Override every task's agent timeout (s)."),
     keep_app: bool = typer.Option(False, "--keep-app", help="Keep each trial's /app folder after grading."),
     json_out: bool = typer.Option(False, "--json", help="Print results.json instead of tables."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Evaluate a harness on a task set: k trials per task, then a pass@1 table."""
     from ahe.rollout.eval_command import run_eval
@@ -96,7 +106,7 @@ def eval_(
     results = run_eval(
         workspace=workspace, tasks=tasks, k=k, concurrency=concurrency, include=task or [], out=out, model=model,
         base_url=base_url, mock_policy=mock_policy, sandbox=sandbox, isolation=isolation, retry_infra=retry_infra,
-        agent_timeout=agent_timeout, keep_app=keep_app, json_out=json_out,
+        agent_timeout=agent_timeout, keep_app=keep_app, json_out=json_out, executor=executor, ray_address=ray_address,
     )
     raise typer.Exit(0 if results.infra_errors == 0 else 3)
 
@@ -124,6 +134,8 @@ def evolve(
     k: Optional[int] = typer.Option(None, "-k", min=1),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", min=1),
     model: Optional[str] = typer.Option(None, "--model", help="The code agent's model."),
+    executor: Optional[str] = typer.Option(None, "--executor", help=EXECUTOR_HELP + " Default: the config's."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display; print only the run folder."),
 ) -> None:
     """Evolve a harness: rollout, attribution, rollback, debug, evolve — per iteration, resumable."""
@@ -133,7 +145,8 @@ def evolve(
         config,
         resume=resume,
         run_dir=run_dir,
-        overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency, "model": model},
+        overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency, "model": model,
+                   "executor": check_executor(executor), "ray_address": ray_address},
         quiet=quiet,
     )
 
@@ -212,6 +225,8 @@ def transfer(
     retry_infra: int = typer.Option(0, "--retry-infra", min=0, help="Re-run trials that hit an infrastructure error up to N times."),
     agent_timeout: Optional[float] = typer.Option(None, "--agent-timeout", help="Override every task's agent timeout (s)."),
     json_out: bool = typer.Option(False, "--json", help="Print transfer.json instead of the table."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Evaluate a frozen harness against a baseline on several models and task sets, paired per task."""
     from ahe.report.transfer import transfer_command
@@ -220,6 +235,7 @@ def transfer(
         transfer_command(
             harness, baseline, models, tasks, k, concurrency, out, base_url, mock_policy, json_out,
             include=task or [], sandbox=sandbox, isolation=isolation, retry_infra=retry_infra, agent_timeout=agent_timeout,
+            executor=check_executor(executor), ray_address=ray_address,
         )
     )
 
@@ -237,11 +253,14 @@ def report(
 
 
 @app.command()
-def doctor(json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON.")) -> None:
+def doctor(
+    json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Also report this Ray cluster's nodes (default: $RAY_ADDRESS)."),
+) -> None:
     """Check what is installed and reachable, and print the command that fixes each missing piece."""
     from ahe.doctor import run_doctor
 
-    ok = run_doctor(json_out=json_out)
+    ok = run_doctor(json_out=json_out, ray_address=ray_address)
     raise typer.Exit(0 if ok else 1)
 
 

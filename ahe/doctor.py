@@ -95,8 +95,10 @@ def _endpoint() -> Check:
     return Check("model endpoint", ok, detail, "" if ok else "export AHE_MODEL=<model name>", required=False)
 
 
-def run_doctor(*, json_out: bool = False) -> bool:
-    checks = [_python(), _bwrap(), _docker(), _git(), _endpoint()]
+def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> bool:
+    from ahe.rollout.ray_doctor import ray_checks
+
+    checks = [_python(), _bwrap(), _docker(), _git(), _endpoint(), *ray_checks(ray_address, Check)]
     ok = all(c.ok for c in checks if c.required)
     if json_out:
         print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, indent=2))

@@ -178,6 +178,8 @@ def run_transfer(
     retry_infra: int = 0,
     agent_timeout: float | None = None,
     log: Any = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> dict:
     """Evaluate harness and baseline on every model × task set; returns (and writes) transfer.json's content."""
     from ahe.llm import resolve_role
@@ -220,6 +222,7 @@ def run_transfer(
                         tasks_dir=Path(task_dir), workspace=Path(hh["path"]), include=include or [], k=k,
                         concurrency=concurrency, agent_role=role, sandbox=sandbox,  # type: ignore[arg-type]
                         isolation=isolation, retry_infra=retry_infra, agent_timeout_sec=agent_timeout,  # type: ignore[arg-type]
+                        executor=executor, ray_address=ray_address,  # type: ignore[arg-type]
                     )
                     dest = out / "evals" / _safe(model) / _safe(label) / side
                     if log:
@@ -286,6 +289,8 @@ def transfer_command(
     isolation: str = "auto",
     retry_infra: int = 0,
     agent_timeout: float | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> int:
     """`ahe transfer`: prints the table (or transfer.json with --json); 0, or 3 when trials hit infrastructure errors."""
     import time
@@ -302,7 +307,7 @@ def transfer_command(
         harness=harness, baseline=baseline or "seed", models=models, tasks=[Path(t) for t in tasks], k=k,
         concurrency=concurrency, out=out, base_url=base_url, mock_policy=mock_policy, include=include,
         sandbox=sandbox, isolation=isolation, retry_infra=retry_infra, agent_timeout=agent_timeout,
-        log=None if json_out else (lambda s: err.print(s, highlight=False)),
+        executor=executor or "local", ray_address=ray_address, log=None if json_out else (lambda s: err.print(s, highlight=False)),
     )
     if json_out:
         print(json.dumps(data, indent=2))

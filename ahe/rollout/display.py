@@ -22,6 +22,7 @@ class Progress:
         self.already = already_done
         self.cost = 0.0
         self.durations: list[float] = []
+        self.nodes: dict[str, list[int]] = {}  # node label → [running, done, passed] (Ray executor)
         self.t0 = time.monotonic()
         self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
 
@@ -33,7 +34,13 @@ class Progress:
         self.live.update(self._render())
         self.live.__exit__(*exc)
 
-    def on_event(self, kind: str, spec: TrialSpec, res: TrialResult | None) -> None:
+    def on_event(self, kind: str, spec: TrialSpec, res: TrialResult | None, node: str | None = None, **_: str) -> None:
+        if node is not None:
+            row = self.nodes.setdefault(node, [0, 0, 0])
+            if kind == "start":
+                row[0] += 1
+            elif res is not None:
+                row[0], row[1], row[2] = max(0, row[0] - 1), row[1] + 1, row[2] + int(res.passed)
         if kind == "start":
             self.running += 1
         elif res is not None:
@@ -57,10 +64,13 @@ class Progress:
         elapsed = time.monotonic() - self.t0
         cost = f"  cost ${self.cost:.4f}" if self.cost else ""
         prior = f" (+{self.already} from before)" if self.already else ""
-        return Text(
+        text = Text(
             f"trials {self.done}/{self.total}{prior}  running {self.running}  passing {self.passed}  "
             f"infra errors {self.infra}  tokens {self.tokens:,}{cost}  elapsed {elapsed:.0f}s  ETA {self._eta()}"
         )
+        for label, (running, done, passed) in sorted(self.nodes.items()):
+            text.append(f"\n  node {label}: running {running}  done {done}  passing {passed}")
+        return text
 
 
 def results_table(results: RunResults, title: str = "results") -> Group:

@@ -35,10 +35,14 @@ def run_eval(
     agent_timeout: float | None,
     keep_app: bool,
     json_out: bool,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> RunResults:
     get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
     if isolation not in ("auto", "bwrap", "none"):
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    if executor not in ("local", "ray"):
+        raise AheError(f"--executor must be local or ray, not {executor!r}")
     console = Console(stderr=True)
     out = out or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
     with mock_endpoint(mock_policy) as url:
@@ -58,6 +62,8 @@ def run_eval(
             retry_infra=retry_infra,
             agent_timeout_sec=agent_timeout,
             keep_app=keep_app,
+            executor=executor,  # type: ignore[arg-type]
+            ray_address=ray_address,
         )
         from ahe.llm import resolve_role
 

@@ -13,7 +13,13 @@ from typing import Awaitable, Callable, Protocol, Sequence
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.rollout.trial import TrialContext, execute_trial
 
-OnEvent = Callable[[str, TrialSpec, TrialResult | None], None]
+
+
+class OnEvent(Protocol):
+    """("start", spec, None) and ("end", spec, result); a distributed executor adds node=<label>."""
+
+    def __call__(self, kind: str, spec: TrialSpec, result: TrialResult | None, **info: str) -> None: ...
+
 
 
 class Executor(Protocol):

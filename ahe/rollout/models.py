@@ -36,6 +36,8 @@ class RolloutSettings(TrialSettings):
     k: int = Field(default=1, ge=1)
     concurrency: int = Field(default=4, ge=1)
     retry_infra: int = Field(default=0, ge=0)
+    executor: Literal["local", "ray"] = "local"  # where trials run: this machine or a Ray cluster (docs/scale-out.md)
+    ray_address: str | None = None  # with executor ray: auto (default), host:port, or ray://host:10001
 
     def trial_settings(self) -> dict:
         """The `TrialSettings` fields of these settings, to build a `TrialSpec` from."""

@@ -112,12 +112,13 @@ async def run_rollouts(
         out / "harness.json",
         {"workspace": str(cfg.workspace.resolve()), "commit": _git_commit(cfg.workspace), "code_hash": _code_hash(cfg.workspace)},
     )
-    executor = executor or AsyncioExecutor(cfg.concurrency, should_stop=should_stop)
+    owned = executor is None
+    executor = executor or make_executor(cfg, should_stop)
     events = EventLog(out / "events.jsonl")
     t0 = time.monotonic()
     results = {(r.task, r.trial): r for r in plan.done}
 
-    def record(kind: str, spec: TrialSpec, res: TrialResult | None) -> None:
+    def record(kind: str, spec: TrialSpec, res: TrialResult | None, **info: str) -> None:
         if kind == "end" and res is not None:
             results[(res.task, res.trial)] = res
             events.emit(
@@ -131,7 +132,7 @@ async def run_rollouts(
                 duration_sec=res.duration_sec,
             )
         if on_event:
-            on_event(kind, spec, res)
+            on_event(kind, spec, res, **info)
 
     pending: Sequence[TrialSpec] = plan.specs
     try:
@@ -143,11 +144,22 @@ async def run_rollouts(
                 if res is not None and res.infra and res.attempt <= cfg.retry_infra
             ]
     finally:
+        if owned and hasattr(executor, "close"):
+            executor.close()
         summary = summarize(list(results.values()), k=cfg.k, expected=plan.expected)
         summary.wall_sec = round(time.monotonic() - t0, 3)
         atomic_write_json(out / "results.json", json.loads(summary.model_dump_json()))
         events.close()
     return summary
+
+
+def make_executor(cfg: RolloutConfig, should_stop: Callable[[], bool] | None = None) -> Executor:
+    """The executor `cfg.executor` names; Ray is imported only when asked for."""
+    if cfg.executor == "ray":
+        from ahe.rollout.ray_executor import RayExecutor
+
+        return RayExecutor(cfg.ray_address, cfg.concurrency, should_stop)
+    return AsyncioExecutor(cfg.concurrency, should_stop=should_stop)
 
 
 def _code_hash(workspace: Path) -> str:

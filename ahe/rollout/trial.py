@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ahe.errors import AheError, InfrastructureError
 from ahe.llm.types import ModelClient
@@ -32,6 +33,9 @@ class TrialContext:
     """Per-process caches shared by the trials an executor runs: agents, clients, usage."""
 
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # Where model clients read base URL, model and key; None = os.environ. A Ray worker passes
+    # the keys it was handed in memory, so they never enter its process environment.
+    env: Mapping[str, str] | None = None
     _agents: dict[tuple[str, str], Any] = field(default_factory=dict)
     _clients: dict[str, ModelClient] = field(default_factory=dict)
 
@@ -49,7 +53,8 @@ class TrialContext:
         if key not in self._clients:
             from ahe.llm import make_client
 
-            self._clients[key] = make_client("agent", spec.agent_role, ledger=self.ledger)
+            env = os.environ if self.env is None else self.env
+            self._clients[key] = make_client("agent", spec.agent_role, ledger=self.ledger, env=env)
         return self._clients[key]
 
 

@@ -169,6 +169,7 @@ class MockLLMServer:
         self.host, self.port = host, port
         self.log_requests = log_requests
         self._requests: list[dict[str, Any]] = []
+        self.api_keys: set[str] = set()  # bearer tokens seen, so tests can check a key reached the endpoint
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -270,7 +271,10 @@ class MockLLMServer:
                     break
                 if request is None:
                     break
-                method, path, _, body, keep_alive = request
+                method, path, headers, body, keep_alive = request
+                auth = headers.get("authorization", "")
+                if auth.startswith("Bearer ") and self.log_requests:
+                    self.api_keys.add(auth[len("Bearer "):])
                 reply = await self._route(method, path.split("?")[0].rstrip("/"), body)
                 if reply is None:  # a `disconnect` fault
                     break

@@ -1,0 +1,43 @@
+"""`ahe doctor`'s Ray lines: is Ray installed, and, when a cluster is configured, its nodes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def ray_checks(address: str | None, check_cls: Any) -> list[Any]:
+    """One check for the package; one more with the cluster's nodes when an address is given
+    (--ray-address, or RAY_ADDRESS in the environment)."""
+    try:
+        import ray
+    except ImportError:
+        return [check_cls("ray (executor ray)", False, "not installed", "pip install 'ahe[ray]'  (only for --executor ray)", required=False)]
+    checks = [check_cls("ray (executor ray)", True, f"ray {ray.__version__}", required=False)]
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        checks.append(_cluster(address, check_cls))
+    return checks
+
+
+def _cluster(address: str, check_cls: Any) -> Any:
+    from ahe.errors import AheError
+    from ahe.rollout.ray_executor import connect
+
+    try:
+        ray = connect(address)
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+    except AheError as exc:
+        return check_cls("ray cluster", False, str(exc), "ray start --head  (or fix --ray-address / RAY_ADDRESS)", required=False)
+    lines = []
+    for n in nodes:
+        res = n.get("Resources") or {}
+        extra = ", ".join(f"{k}={v:g}" for k, v in sorted(res.items()) if k not in ("CPU", "memory", "object_store_memory") and not k.startswith("node:"))
+        lines.append(
+            f"{n.get('NodeManagerAddress')} {n['NodeID'][:8]}: CPU={res.get('CPU', 0):g} memory={res.get('memory', 0) / 2**30:.1f}GiB"
+            + (f" {extra}" if extra else "")
+        )
+    ok = bool(nodes)
+    detail = f"{address}: {len(nodes)} alive node(s)" + ("; " + "; ".join(lines) if lines else "")
+    fix = "" if ok else "ray start --address <head>:6379 on each worker machine"
+    return check_cls("ray cluster", ok, detail, fix, required=False)

@@ -1,0 +1,272 @@
+"""`RayExecutor`: the rollout engine's `Executor` on an existing Ray cluster (DESIGN.md §11.4).
+
+Each trial runs on some node of the cluster, in that node's own sandbox (bwrap or docker),
+talking to the model endpoint itself. Nothing is assumed shared between the driver and the
+nodes: the harness at the evaluated commit and each task folder travel through Ray's object
+store, content-addressed (put once per run, unpacked once per node); the finished trial
+folder comes back as a tar and the driver writes it into the run folder exactly as the
+local executor does, result.json last. A node lost mid-trial gives that trial an `infra`
+result (retried under --retry-infra); a killed driver resumes from the run folder like a
+local run, so a trial whose result.json was written is never run again.
+
+Ray is an optional extra (`pip install 'ahe[ray]'`), imported only when this executor is used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from collections import deque
+from typing import Any, Callable, Sequence
+
+from ahe.errors import AheError
+from ahe.rollout.executor import OnEvent
+from ahe.rollout.models import TrialResult, TrialSpec
+from ahe.rollout.ray_nodes import Need, NodeSlot, alive_nodes, need_of, pick_node
+from ahe.rollout.ray_transport import content_id, pack_folder, write_trial_folder
+from ahe.rollout.trial import RESULT_FILE
+from ahe.io import atomic_write_json
+from ahe.runtime.trace import now_iso
+
+RAY_MISSING = "--executor ray needs Ray: pip install 'ahe[ray]' (on the driver and on every node of the cluster)"
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise AheError(RAY_MISSING) from None
+    return ray
+
+
+def connect(address: str | None) -> Any:
+    """Join the cluster at `address` (auto = the one started on this machine) as a driver."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    try:
+        ray.init(address=address or "auto", logging_level="WARNING", log_to_driver=False, include_dashboard=False)
+    except Exception as exc:  # ConnectionError, ValueError, RuntimeError, a missing ray[client] …
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AheError(
+            f"--ray-address {address or 'auto'}: cannot join a Ray cluster ({first}); start one with "
+            "`ray start --head` on this machine, or give the head's address (host:port, or ray://host:10001 with ray[client])"
+        ) from None
+    return ray
+
+
+def resolve_for_workers(spec: TrialSpec) -> tuple[TrialSpec, dict[str, str]]:
+    """The spec with endpoint and model fixed on the driver, and the key (name → value) apart.
+
+    Workers then do not depend on their own OPENAI_BASE_URL / AHE_MODEL; the key travels
+    only in memory (see ray_worker.TrialRunner).
+    """
+    from ahe.llm import resolve_role
+    from ahe.llm.roles import NO_KEY
+
+    ep = resolve_role("agent", spec.agent_role)
+    role = spec.agent_role.model_copy(update={"base_url": ep.base_url, "model": ep.model})
+    secrets = {ep.api_key_env: ep.api_key} if ep.api_key and ep.api_key != NO_KEY else {}
+    return spec.model_copy(update={"agent_role": role}), secrets
+
+
+def lost_result(spec: TrialSpec, why: str) -> TrialResult:
+    """An infra result for a trial whose worker or node went away; written like any result."""
+    res = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, started_at=now_iso())
+    res.error_class, res.error = "infra", why
+    if spec.trial_dir.exists():
+        shutil.rmtree(spec.trial_dir)
+    spec.trial_dir.mkdir(parents=True)
+    atomic_write_json(spec.trial_dir / RESULT_FILE, json.loads(res.model_dump_json()))
+    return res
+
+
+class RayExecutor:
+    """Trials as calls on one asyncio runner actor per node, at most `concurrency` at once."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        concurrency: int = 4,
+        should_stop: Callable[[], bool] | None = None,
+        *,
+        cpus_per_trial: float | None = None,
+        refresh_sec: float = 2.0,
+        no_node_timeout_sec: float = 60.0,
+        startup_wait_sec: float = 20.0,
+    ) -> None:
+        self.address = address
+        self.concurrency = max(1, concurrency)
+        self.should_stop = should_stop or (lambda: False)
+        self.cpus_per_trial = cpus_per_trial
+        self.refresh_sec = refresh_sec
+        self.no_node_timeout_sec = no_node_timeout_sec
+        self.startup_wait_sec = startup_wait_sec
+        self.slots: dict[str, NodeSlot] = {}
+        self._starting: dict[asyncio.Future, NodeSlot] = {}
+        self._shipped: dict[str, Any] = {}  # content id → ObjectRef, for the executor's lifetime
+        self._secrets: dict[str, str] | None = None
+        self._ray: Any = None
+
+    # ------------------------------------------------------------------ cluster
+    def _ship(self, folder: Any) -> tuple[str, list]:
+        data = pack_folder(folder)
+        cid = content_id(data)
+        if cid not in self._shipped:
+            self._shipped[cid] = self._ray.put(data)
+        return cid, [self._shipped[cid]]
+
+    def _refresh(self) -> None:
+        """Start a runner on every alive node that has none (new nodes join as they appear)."""
+        from ahe.rollout.ray_worker import TrialRunner
+
+        ray = self._ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        current = alive_nodes(ray.nodes())
+        for nid, slot in list(self.slots.items()):
+            if nid not in current:
+                slot.dead = True
+        for nid, fresh in current.items():
+            old = self.slots.get(nid)
+            if old is not None and (not old.dead or old.running or time.monotonic() - old.died_at < 3 * self.refresh_sec):
+                continue  # has a runner, or just lost it: give the cluster time to mark the node dead
+            remote = ray.remote(TrialRunner).options(
+                num_cpus=0,
+                max_concurrency=10_000,
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+            )
+            fresh.pending = remote.remote(self._secrets or {})
+            self.slots[nid] = fresh
+            self._starting[asyncio.wrap_future(fresh.pending.node.remote().future())] = fresh
+
+    def _runner_ready(self, fut: asyncio.Future) -> None:
+        slot = self._starting.pop(fut)
+        if fut.exception() is None and not slot.dead:
+            slot.runner = slot.pending
+        else:
+            slot.dead, slot.died_at = True, time.monotonic()
+
+    # ------------------------------------------------------------------ run
+    async def run(self, specs: Sequence[TrialSpec], *, on_event: OnEvent | None = None) -> list[TrialResult | None]:
+        if not specs:
+            return []
+        self._ray = self._ray or connect(self.address)
+        from ahe.tasks import load_task
+
+        ready, secrets = [], {}
+        for spec in specs:
+            s, sec = resolve_for_workers(spec)
+            ready.append(s)
+            secrets.update(sec)
+        if self._secrets is not None and secrets != self._secrets:
+            self.close()  # different keys: runners are handed keys once, so start new ones
+        self._secrets = secrets
+        tasks = {s.task_dir: load_task(s.task_dir) for s in ready}
+        needs = [need_of(tasks[s.task_dir], cpus=self.cpus_per_trial, docker=s.sandbox == "docker") for s in ready]
+        ws = {s.workspace: self._ship(s.workspace) for s in ready}
+        task_refs = {d: self._ship(d) for d in tasks}
+        results: list[TrialResult | None] = [None] * len(specs)
+        queue: deque[int] = deque(range(len(specs)))
+        in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any]] = {}
+        self._refresh()
+        await self._await_runners()
+        last_refresh, idle_since = time.monotonic(), time.monotonic()
+
+        def emit(kind: str, i: int, res: TrialResult | None, slot: NodeSlot) -> None:
+            if on_event:
+                on_event(kind, specs[i], res, node=slot.label)  # type: ignore[call-arg]
+
+        try:
+            while queue or in_flight:
+                if self.should_stop():  # Ctrl-C: running trials finish, queued ones never start
+                    queue.clear()
+                while queue and len(in_flight) < self.concurrency:
+                    i = queue[0]
+                    slot = pick_node(self.slots, needs[i])
+                    if slot is None:
+                        break
+                    queue.popleft()
+                    slot.take(needs[i])
+                    s = ready[i]
+                    ref = slot.runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir])
+                    in_flight[asyncio.wrap_future(ref.future())] = (i, slot, ref)
+                    emit("start", i, None, slot)
+                if queue and not in_flight:
+                    self._unplaceable(queue, needs, specs, results, idle_since)
+                waiting = list(in_flight) + list(self._starting)
+                if waiting:
+                    done, _ = await asyncio.wait(waiting, timeout=self.refresh_sec, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    done = set()
+                    await asyncio.sleep(min(0.5, self.refresh_sec))
+                for fut in done:
+                    if fut in self._starting:
+                        self._runner_ready(fut)
+                        continue
+                    i, slot, _ = in_flight.pop(fut)
+                    results[i] = await self._finish(fut, specs[i], needs[i], slot)
+                    emit("end", i, results[i], slot)
+                if in_flight:
+                    idle_since = time.monotonic()
+                if time.monotonic() - last_refresh >= self.refresh_sec:
+                    self._refresh()
+                    last_refresh = time.monotonic()
+        except asyncio.CancelledError:
+            for _, _, ref in in_flight.values():  # cancels the trial's asyncio task in its runner
+                self._ray.cancel(ref)
+            raise
+        return results
+
+    async def _await_runners(self) -> None:
+        """Let the runners being started come up (bounded) before the first trials are placed,
+        so a run spreads over the whole cluster instead of filling the first node that answers."""
+        if self._starting:
+            await asyncio.wait(list(self._starting), timeout=self.startup_wait_sec)
+            for fut in [f for f in self._starting if f.done()]:
+                self._runner_ready(fut)
+
+    def _unplaceable(self, queue: deque, needs: list[Need], specs: Sequence[TrialSpec], results: list, idle_since: float) -> None:
+        """Trials no node can ever take, or no node at all for too long: infra results, not a hang."""
+        usable = [s for s in self.slots.values() if not s.dead]
+        for i in list(queue):
+            never = usable and not any(s.could_ever_fit(needs[i]) for s in usable)
+            starved = not usable and not self._starting and time.monotonic() - idle_since > self.no_node_timeout_sec
+            if never or starved:
+                queue.remove(i)
+                n = needs[i]
+                why = (f"ray: no node of the cluster offers {n.cpus:g} CPUs, {n.memory_bytes / 2**20:.0f} MB"
+                       f"{' and the docker resource' if n.docker else ''} for this trial" if never
+                       else f"ray: no alive node with CPUs for {self.no_node_timeout_sec:.0f}s")
+                results[i] = lost_result(specs[i], why)
+
+    async def _finish(self, fut: asyncio.Future, spec: TrialSpec, need: Need, slot: NodeSlot) -> TrialResult:
+        ray = self._ray
+        slot.give_back(need)
+        try:
+            result_json, data = fut.result()
+        except ray.exceptions.RayActorError as exc:  # the runner's process or its node died
+            slot.dead, slot.runner, slot.died_at = True, None, time.monotonic()
+            return lost_result(spec, f"ray: the worker running this trial on node {slot.label} was lost ({type(exc).__name__})")
+        except ray.exceptions.RayError as exc:  # object lost, a failure inside the runner …
+            return lost_result(spec, f"ray: {type(exc).__name__} on node {slot.label}: {str(exc).strip()[:300]}")
+        result = TrialResult.model_validate_json(result_json)
+        await asyncio.to_thread(write_trial_folder, data, spec.trial_dir, result)
+        return result
+
+    def close(self) -> None:
+        """Stop this executor's runners and drop its shipped folders (the cluster keeps running)."""
+        if self._ray is None:
+            return
+        for slot in self.slots.values():
+            for handle in {id(h): h for h in (slot.runner, slot.pending) if h is not None}.values():
+                try:
+                    self._ray.kill(handle)
+                except Exception:  # already gone with its node
+                    pass
+        self.slots.clear()
+        self._starting.clear()
+        self._shipped.clear()

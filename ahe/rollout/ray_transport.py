@@ -1,0 +1,99 @@
+"""Folders as bytes for the Ray executor: what a worker needs, and what a trial leaves.
+
+No shared file system is assumed between the driver and the nodes. A folder (a task, the
+harness at the evaluated commit) travels as an uncompressed tar whose sha256 names it, so a
+node unpacks each distinct content once into its own cache; a finished trial's folder comes
+back the same way and the driver writes it exactly as the local executor would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ahe.rollout.trial import RESULT_FILE
+
+if TYPE_CHECKING:
+    from ahe.rollout.models import TrialResult
+
+# Never shipped: version control and byte-code caches (the runtime compiles from source).
+SKIP_NAMES = {".git", "__pycache__"}
+
+
+def pack_folder(root: Path, *, skip_files: frozenset[str] = frozenset()) -> bytes:
+    """A deterministic tar of `root` (sorted names, no owners, zero mtimes), for hashing and shipping."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES)
+            rel_dir = Path(dirpath).relative_to(root)
+            for name in sorted([*dirnames, *filenames]):
+                rel = rel_dir / name
+                if str(rel) in skip_files or name in SKIP_NAMES:
+                    continue
+                info = tar.gettarinfo(str(Path(dirpath) / name), arcname=str(rel))
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.mtime = 0
+                if info.isreg():
+                    with open(Path(dirpath) / name, "rb") as fh:
+                        tar.addfile(info, fh)
+                elif info.isdir() or info.issym():
+                    tar.addfile(info)  # sockets, fifos and devices are not trial output
+    return buf.getvalue()
+
+
+def content_id(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def unpack(data: bytes, dest: Path, *, skip: frozenset[str] = frozenset()) -> None:
+    """Extract a tar made by `pack_folder`; members that would land outside `dest` are refused."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        members = [m for m in tar.getmembers() if m.name not in skip]
+        tar.extractall(dest, members=members, filter="tar")
+
+
+def cached_folder(cache_root: Path, cid: str, data_ref: list) -> Path:
+    """The unpacked folder for content `cid` on this node; unpacked once, then reused.
+
+    `data_ref` is a one-element list holding the Ray object, so the bytes are fetched from
+    the object store only when this node has not unpacked that content yet.
+    """
+    final = cache_root / cid
+    if final.is_dir():
+        return final
+    import ray
+
+    data = ray.get(data_ref[0])
+    cache_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{cid[:12]}-", dir=cache_root))
+    unpack(data, tmp)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # another trial on this node unpacked it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def write_trial_folder(data: bytes, trial_dir: Path, result: "TrialResult") -> None:
+    """Write a trial folder shipped back from a worker: everything, then result.json last.
+
+    result.json is written by the same call as `execute_trial` uses, so the file is the
+    same byte for byte as a local run's.
+    """
+    import json
+
+    from ahe.io import atomic_write_json
+
+    if trial_dir.exists():
+        shutil.rmtree(trial_dir)  # a half-finished earlier attempt
+    unpack(data, trial_dir, skip=frozenset({RESULT_FILE}))
+    atomic_write_json(trial_dir / RESULT_FILE, json.loads(result.model_dump_json()))

@@ -1,0 +1,70 @@
+"""The worker side of the Ray executor: one asyncio actor per node runs that node's trials.
+
+A trial is mostly waiting (on the model endpoint, on sandbox commands), so one process per
+node holds many of them as asyncio tasks, exactly as the local executor does in one process;
+a Ray worker process per trial would cost a Python start-up and ~100 MB each.
+
+The actor is handed the API keys once, in memory, as a constructor argument: they are kept in
+a mapping the model clients read, never put in the process environment (the agent's sandbox
+must not see them), never in a Ray runtime environment (Ray's runtime-env agent logs those to
+the session folder on disk), never written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ahe.rollout.models import TrialSpec
+from ahe.rollout.ray_transport import cached_folder, pack_folder
+from ahe.rollout.trial import RESULT_FILE, TrialContext, execute_trial
+
+
+def _preload() -> None:
+    """Import what every trial needs (the openai SDK alone takes ~1 s) before the runner says
+    it is ready, so the node's first trial does not stall the trials started beside it."""
+    import ahe.llm.client  # noqa: F401
+    import ahe.runtime  # noqa: F401
+    import ahe.sandbox.local  # noqa: F401
+    import ahe.tasks  # noqa: F401
+
+
+class TrialRunner:
+    """Runs trials on the node it was placed on; wrapped by `ray.remote` in the executor."""
+
+    def __init__(self, secrets: dict[str, str], cache_root: str | None = None) -> None:
+        env = dict(os.environ)
+        env.update(secrets)
+        self.ctx = TrialContext(env=env)
+        base = Path(cache_root or tempfile.gettempdir())
+        self.cache = base / f"ahe-ray-cache-{os.getuid()}"
+        self.scratch = base / f"ahe-ray-trials-{os.getuid()}"
+        _preload()
+
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    async def run_trial(
+        self, spec_json: str, workspace_id: str, workspace_ref: list, task_id: str, task_ref: list
+    ) -> tuple[str, bytes]:
+        """Run one trial here; return its result.json content and its folder as a tar (no result.json)."""
+        workspace = await asyncio.to_thread(cached_folder, self.cache / "workspaces", workspace_id, workspace_ref)
+        task_dir = await asyncio.to_thread(cached_folder, self.cache / "tasks", task_id, task_ref)
+        spec = TrialSpec.model_validate_json(spec_json)
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=self.scratch))
+        try:
+            local = spec.model_copy(
+                update={"workspace": workspace, "task_dir": task_dir, "trial_dir": scratch / spec.task_name / f"trial-{spec.trial}"}
+            )
+            result = await execute_trial(local, self.ctx)
+            data = await asyncio.to_thread(pack_folder, local.trial_dir, skip_files=frozenset({RESULT_FILE}))
+            return result.model_dump_json(), data
+        finally:
+            await asyncio.to_thread(shutil.rmtree, scratch, True)

@@ -1,0 +1,52 @@
+"""A real local Ray cluster for the Ray executor's tests (separate `ray start` processes).
+
+Skipped, with the reason, when Ray is not installed — or failed instead when
+AHE_REQUIRE_RAY=1 (CI sets it, so a broken install cannot hide behind a skip).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+REQUIRED = os.environ.get("AHE_REQUIRE_RAY") == "1"
+
+
+def ray_missing() -> str | None:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return "ray is not installed (pip install -e '.[ray]')"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed"
+    return None
+
+
+def require_ray() -> None:
+    why = ray_missing()
+    if why is None:
+        return
+    if REQUIRED:
+        pytest.fail(f"AHE_REQUIRE_RAY=1 but {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A head (2 CPUs) and one worker node (2 CPUs), each its own process group; stopped at the end."""
+    require_ray()
+    from ahe.testing.ray_cluster import LocalRayCluster
+
+    cluster = LocalRayCluster()
+    try:
+        cluster.start(cpus=2)
+        cluster.add_node("w1", cpus=2)
+        yield cluster
+    finally:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.stop()
