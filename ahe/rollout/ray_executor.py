@@ -254,7 +254,7 @@ class RayExecutor:
         except ray.exceptions.RayError as exc:  # object lost, a failure inside the runner …
             return lost_result(spec, f"ray: {type(exc).__name__} on node {slot.label}: {str(exc).strip()[:300]}")
         result = TrialResult.model_validate_json(result_json)
-        await asyncio.to_thread(write_trial_folder, data, spec.trial_dir, result)
+        write_trial_folder(data, spec.trial_dir, result)  # small, and the local executor writes inline too
         return result
 
     def close(self) -> None:

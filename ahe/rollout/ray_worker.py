@@ -54,8 +54,8 @@ class TrialRunner:
         self, spec_json: str, workspace_id: str, workspace_ref: list, task_id: str, task_ref: list
     ) -> tuple[str, bytes]:
         """Run one trial here; return its result.json content and its folder as a tar (no result.json)."""
-        workspace = await asyncio.to_thread(cached_folder, self.cache / "workspaces", workspace_id, workspace_ref)
-        task_dir = await asyncio.to_thread(cached_folder, self.cache / "tasks", task_id, task_ref)
+        workspace = await self._folder("workspaces", workspace_id, workspace_ref)
+        task_dir = await self._folder("tasks", task_id, task_ref)
         spec = TrialSpec.model_validate_json(spec_json)
         self.scratch.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=self.scratch))
@@ -64,7 +64,16 @@ class TrialRunner:
                 update={"workspace": workspace, "task_dir": task_dir, "trial_dir": scratch / spec.task_name / f"trial-{spec.trial}"}
             )
             result = await execute_trial(local, self.ctx)
-            data = await asyncio.to_thread(pack_folder, local.trial_dir, skip_files=frozenset({RESULT_FILE}))
+            # a trial folder is small (its bulk, /app, is deleted after grading): packing it
+            # inline costs less than a hop to a thread on a busy node
+            data = pack_folder(local.trial_dir, skip_files=frozenset({RESULT_FILE}))
             return result.model_dump_json(), data
-        finally:
-            await asyncio.to_thread(shutil.rmtree, scratch, True)
+        finally:  # off the reply's path
+            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, scratch, True)
+
+    async def _folder(self, kind: str, cid: str, ref: list) -> Path:
+        """The node's unpacked copy of a shipped folder; only a first fetch leaves the event loop."""
+        path = self.cache / kind / cid
+        if path.is_dir():
+            return path
+        return await asyncio.to_thread(cached_folder, self.cache / kind, cid, ref)
