@@ -61,7 +61,8 @@ class LocalRayCluster:
         return self.root / "ray"  # Ray's session folders (session_*/logs, runtime_resources …)
 
     def env(self) -> dict[str, str]:
-        return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_ADDRESS="")
+        # TMPDIR: the runners' folder cache and trial scratch live in the cluster's folder and go with it
+        return dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_ADDRESS="", TMPDIR=str(self.root / "tmp"))
 
     def _ports(self) -> list[str]:
         # Single ports come from the kernel's ephemeral range (free now); worker ports from a
@@ -86,6 +87,7 @@ class LocalRayCluster:
 
     def start(self, cpus: float = 1, resources: dict[str, float] | None = None, timeout: float = 60) -> "LocalRayCluster":
         self.temp_dir.mkdir(parents=True, exist_ok=True)
+        (self.root / "tmp").mkdir(exist_ok=True)
         self.gcs_port = _free_port()
         self._spawn("head", [ "--head", f"--port={self.gcs_port}", "--include-dashboard=false",
                              f"--dashboard-port={_free_port()}", f"--temp-dir={self.temp_dir}"], cpus, resources or {})
