@@ -241,6 +241,26 @@ def transfer(
 
 
 @app.command()
+def ablate(
+    target: str = typer.Argument(..., help="RUN_DIR (its best harness), RUN_DIR@N, RUN_DIR@TAG or a harness folder."),
+    tasks: Path = typer.Option(..., "--tasks", help="The task folder to evaluate every variant on."),
+    k: int = typer.Option(2, "-k", min=1, help="Trials per task."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The seed to ablate against (default: RUN_DIR@0, or the bundled seed)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: RUN_DIR/ablation); re-run to resume."),
+    task: Optional[list[str]] = typer.Option(None, "--task", help="Only these tasks (default: the run's include list); repeatable."),
+    model: Optional[str] = typer.Option(None, "--model", help="The code agent's model (default: the run's)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default: the run's)."),
+    mock_policy: Optional[Path] = typer.Option(None, "--mock-policy", help="Scripted MOCK model policy (default: the run's, if it used one)."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, help="Trials running at once."),
+    json_out: bool = typer.Option(False, "--json", help="Print ablation.json instead of the table."),
+) -> None:
+    """Which component classes carry the gain: seed + only each class, evolved − each class, paired against seed and full."""
+    from ahe.experiments.ablate import ablate_command
+
+    raise typer.Exit(ablate_command(target, tasks, k, baseline, out, task, model, base_url, mock_policy, concurrency, json_out))
+
+
+@app.command()
 def report(
     run_dir: Path = typer.Argument(..., help="Run folder written by `ahe evolve`."),
     out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default: RUN_DIR/report.html)."),

@@ -243,7 +243,7 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     own_trace = trace_dir is None
     trace = Path(tempfile.mkdtemp(prefix="ahe-smoke-trace-")) if own_trace else Path(trace_dir)
     app = Path(tempfile.mkdtemp(prefix="ahe-smoke-app-"))
-    sandbox = None
+    sandbox = client = None
     try:
         if url is None:
             server = MockLLMServer(Policy.from_dict(smoke_policy(agent, token, report)), log_requests=False)
@@ -275,6 +275,8 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
                 await sandbox.stop()
             except Exception:
                 pass
+        if client is not None:
+            await client.aclose()
         if server is not None:
             server.stop()
         shutil.rmtree(app, ignore_errors=True)

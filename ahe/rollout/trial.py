@@ -57,6 +57,14 @@ class TrialContext:
             self._clients[key] = make_client("agent", spec.agent_role, ledger=self.ledger, env=env)
         return self._clients[key]
 
+    async def aclose(self) -> None:
+        """Close the clients' connection pools on the loop that opened them (else they are closed
+        by the garbage collector on a loop that is gone: "Event loop is closed")."""
+        for client in self._clients.values():
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
+
 
 def load_result(trial_dir: Path) -> TrialResult | None:
     """The finished result of a trial folder, or None when it is absent or unreadable."""

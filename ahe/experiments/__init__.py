@@ -1,0 +1,1 @@
+"""The paper's experiments as commands: ablation (and the explore agent's orchestration)."""
