@@ -210,7 +210,7 @@ def diff(
 def transfer(
     harness: str = typer.Option(..., "--harness", help="The frozen harness: RUN_DIR, RUN_DIR@N, RUN_DIR@TAG, a folder, or seed (docs/transfer.md)."),
     baseline: str = typer.Option("seed", "--baseline", help="The baseline harness (same syntax; default: the bundled seed)."),
-    models: list[str] = typer.Option(..., "--models", help="Model names, comma-separated (repeatable)."),
+    models: list[str] = typer.Option(..., "--models", help="Model names, comma-separated (repeatable), or a models YAML file (docs/transfer.md)."),
     tasks: list[Path] = typer.Option(..., "--tasks", help="A task folder; repeat for several benchmarks."),
     k: int = typer.Option(1, "-k", min=1, help="Trials per task."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, help="Trials running at once."),

@@ -150,3 +150,73 @@ def test_two_models_known_deltas(setup, capsys):
     assert "-25.0" in line["weak-1"] and "0.250" in line["weak-1"]
     ci = lambda r: f"[{r['ci95_low']:+.1f}, {r['ci95_high']:+.1f}]"
     assert ci(s) in line["strong-1"] and ci(w) in line["weak-1"]
+
+
+def test_models_file_two_endpoints_per_difficulty_no_traceback(setup, tmp_path):
+    """Two scripted servers on two ports, one per model, named in a models file; run as a user would."""
+    from ahe.testing import MockLLMServer, Policy
+
+    d, tasks, _, run = setup
+    hard = tmp_path / "tasks"
+    shutil.copytree(tasks, hard)
+    for w in ("gamma", "delta"):
+        toml = hard / w / "task.toml"
+        toml.write_text(toml.read_text().replace('difficulty = "easy"', 'difficulty = "hard"'))
+    rules = policy()["rules"]
+    servers = {m: MockLLMServer(Policy.from_dict({"name": f"{m} (MOCK)", "rules": [
+        {**r, "match": {k: v for k, v in r["match"].items() if k != "model"}} for r in rules if r.get("match", {}).get("model") == f"{m}*"
+    ] + [{"name": "finish", "reply": "done"}]})) for m in ("strong", "weak")}
+    urls = {m: s.start() for m, s in servers.items()}
+    try:
+        assert urls["strong"] != urls["weak"]
+        models = tmp_path / "models.yaml"
+        models.write_text(yaml.safe_dump({"models": [
+            {"name": "strong-1", "model": "vendor/strong", "base_url": urls["strong"], "api_key_env": "STRONG_KEY",
+             "params": {"reasoning_effort": "high"}},
+            {"name": "weak-1", "base_url": urls["weak"]},
+        ]}, sort_keys=False))
+        cmd = [sys.executable, "-m", "ahe.cli", "transfer", "--harness", f"{run}@best", "--models", str(models),
+               "--tasks", str(hard), "-k", "2", "--out", str(tmp_path / "out")]
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "STRONG_KEY")}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parents[1])
+        assert proc.returncode == 2 and "STRONG_KEY" in proc.stderr and "Traceback" not in proc.stderr
+        proc = subprocess.run(cmd + ["--json"], capture_output=True, text=True, timeout=300,
+                              env={**env, "STRONG_KEY": "sk-test"}, cwd=Path(__file__).resolve().parents[1])
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr and "Event loop is closed" not in proc.stderr, proc.stderr
+        rows = {r["model"]: r for r in json.loads(proc.stdout)["rows"]}
+        s, w = rows["strong-1"], rows["weak-1"]
+        assert (s["delta_points"], w["delta_points"]) == (pytest.approx(25.0), pytest.approx(-25.0))
+        assert s["model_sent"] == "vendor/strong" and s["base_url"] == urls["strong"] and w["base_url"] == urls["weak"]
+        # per difficulty: gamma (hard) is the lesson's task for strong; alpha (easy) for weak
+        assert s["by_difficulty"]["hard"]["pass_at_1_harness"] == 0.5 and s["by_difficulty"]["hard"]["pass_at_1_baseline"] == 0.0
+        assert s["by_difficulty"]["easy"]["delta_points"] == pytest.approx(0.0)
+        assert w["by_difficulty"]["easy"]["delta_points"] == pytest.approx(0.0)  # alpha +100, beta −100
+        assert w["by_difficulty"]["hard"]["delta_points"] == pytest.approx(-50.0)  # gamma −100, delta 0
+        for r in (s, w):
+            for side in ("harness", "baseline"):
+                assert r[f"successes_per_mtok_{side}"] == pytest.approx(
+                    r[f"pass_at_1_{side}"] * 1e6 / r[f"tokens_per_trial_{side}"])
+        strong_bodies, weak_bodies = servers["strong"].requests, servers["weak"].requests
+        assert strong_bodies and weak_bodies
+        assert {b["model"] for b in strong_bodies} == {"vendor/strong"} and {b["model"] for b in weak_bodies} == {"weak-1"}
+        assert all(b.get("reasoning_effort") == "high" for b in strong_bodies)
+        assert not any("reasoning_effort" in b for b in weak_bodies)
+    finally:
+        for srv in servers.values():
+            srv.stop()
+
+
+def test_models_file_errors_are_one_sentence(tmp_path):
+    from ahe.report.transfer_models import load_models_file
+
+    bad = tmp_path / "m.yaml"
+    bad.write_text("models:\n  - name: a\n    params: {model: x}\n")
+    with pytest.raises(AheError, match=r"m.yaml: key 'models.0.params'.*may not set model"):
+        load_models_file(bad)
+    bad.write_text("- {name: a}\n- {name: a, bse_url: x}\n")
+    with pytest.raises(AheError, match="unknown key 'models.1.bse_url'"):
+        load_models_file(bad)
+    bad.write_text("- {name: a}\n- {name: a}\n")
+    with pytest.raises(AheError, match="repeated: a"):
+        load_models_file(bad)

@@ -159,6 +159,10 @@ class OpenAIModelClient:
                 value = getattr(settings, name)
                 if value is not None and name not in self._dropped:
                     kw[self._renamed.get(name, name)] = value
+        for name, value in self.cfg.params.items():
+            if name not in self._dropped:
+                kw.pop(name, None)
+                kw[self._renamed.get(name, name)] = value
         return kw
 
     def _adjust(self, exc: openai.APIStatusError, kw: dict[str, Any], on_event: EventFn | None) -> bool:

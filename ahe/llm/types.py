@@ -47,6 +47,9 @@ class RoleConfig(BaseModel):
     backoff_initial_sec: float = 1.0
     backoff_max_sec: float = 60.0
     prices: dict[str, Price] = Field(default_factory=dict)
+    # sent with every request of this role, over the harness's llm block (e.g. reasoning_effort
+    # per model in `ahe transfer`'s models file); unknown keys go into the body as they are
+    params: dict[str, Any] = Field(default_factory=dict)
 
 
 class Usage(BaseModel):

@@ -27,6 +27,8 @@ from statistics import mean
 from typing import Any
 
 from ahe.errors import AheError
+from ahe.report.efficiency import UNKNOWN, load_trials, side_metrics, task_difficulty
+from ahe.report.transfer_models import ModelEntry, load_models_file, looks_like_file
 from ahe.run_folder import RunFolder
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -110,8 +112,14 @@ def paired_bootstrap(diffs: list[float], *, samples: int = BOOTSTRAP_SAMPLES, se
     return means[lo_i], means[hi_i]
 
 
-def compare(model: str, tasks_label: str, h: Any, b: Any) -> dict:
-    """One table row from two RunResults (harness, baseline) on the same model and task set."""
+def compare(model: str, tasks_label: str, h: Any, b: Any, hm: dict | None = None, bm: dict | None = None,
+            difficulty: dict[str, str] | None = None) -> dict:
+    """One table row from two RunResults (harness, baseline) on the same model and task set.
+
+    `hm`/`bm` are `ahe.report.efficiency.side_metrics` of the two sides: tokens per trial and
+    Succ/Mtok then leave infrastructure-aborted trials out, as the paper does, and the row gets
+    the same figures per difficulty.
+    """
     common = sorted(t for t in set(h.tasks) & set(b.tasks) if h.tasks[t].trials and b.tasks[t].trials)
     per_task = {t: {"harness": h.tasks[t].pass_rate, "baseline": b.tasks[t].pass_rate,
                     "delta_points": 100 * (h.tasks[t].pass_rate - b.tasks[t].pass_rate)} for t in common}
@@ -121,7 +129,7 @@ def compare(model: str, tasks_label: str, h: Any, b: Any) -> dict:
     def spm(r: Any) -> float | None:
         return r.pass_at_1 * 1e6 / r.mean_tokens_per_trial if r.mean_tokens_per_trial else None
 
-    return {
+    row = {
         "model": model,
         "tasks": tasks_label,
         "paired_tasks": len(common),
@@ -130,10 +138,10 @@ def compare(model: str, tasks_label: str, h: Any, b: Any) -> dict:
         "delta_points": mean(diffs) if diffs else None,
         "ci95_low": lo,
         "ci95_high": hi,
-        "tokens_per_trial_harness": h.mean_tokens_per_trial,
-        "tokens_per_trial_baseline": b.mean_tokens_per_trial,
-        "successes_per_mtok_harness": spm(h),
-        "successes_per_mtok_baseline": spm(b),
+        "tokens_per_trial_harness": hm["tokens_per_trial"] if hm else h.mean_tokens_per_trial,
+        "tokens_per_trial_baseline": bm["tokens_per_trial"] if bm else b.mean_tokens_per_trial,
+        "successes_per_mtok_harness": hm["successes_per_mtok"] if hm else spm(h),
+        "successes_per_mtok_baseline": bm["successes_per_mtok"] if bm else spm(b),
         "trials_harness": h.n_trials,
         "trials_baseline": b.n_trials,
         "infra_errors_harness": h.infra_errors,
@@ -141,6 +149,24 @@ def compare(model: str, tasks_label: str, h: Any, b: Any) -> dict:
         "missing_trials": h.missing_trials + b.missing_trials,
         "per_task": per_task,
     }
+    if hm and bm:
+        row["by_difficulty"] = _by_difficulty(hm, bm, per_task, difficulty or {})
+    return row
+
+
+def _by_difficulty(hm: dict, bm: dict, per_task: dict[str, dict], difficulty: dict[str, str]) -> dict[str, dict]:
+    out = {}
+    for d in list(hm["by_difficulty"]) + [x for x in bm["by_difficulty"] if x not in hm["by_difficulty"]]:
+        hb, bb = hm["by_difficulty"].get(d, {}), bm["by_difficulty"].get(d, {})
+        tasks = [t for t in per_task if difficulty.get(t, UNKNOWN) == d]
+        diffs = [per_task[t]["delta_points"] for t in tasks]
+        lo, hi = paired_bootstrap(diffs)
+        out[d] = {"tasks": len(tasks), "pass_at_1_harness": hb.get("pass_at_1"), "pass_at_1_baseline": bb.get("pass_at_1"),
+                  "delta_points": mean(diffs) if diffs else None, "ci95_low": lo, "ci95_high": hi,
+                  "tokens_per_trial_harness": hb.get("tokens_per_trial"), "tokens_per_trial_baseline": bb.get("tokens_per_trial"),
+                  "successes_per_mtok_harness": hb.get("successes_per_mtok"),
+                  "successes_per_mtok_baseline": bb.get("successes_per_mtok")}
+    return out
 
 
 # ---------------------------------------------------------------- the command
@@ -165,7 +191,7 @@ def run_transfer(
     *,
     harness: str,
     baseline: str = "seed",
-    models: list[str],
+    models: list[str] | list[ModelEntry],
     tasks: list[Path],
     k: int = 1,
     concurrency: int = 4,
@@ -181,16 +207,19 @@ def run_transfer(
     executor: str = "local",
     ray_address: str | None = None,
 ) -> dict:
-    """Evaluate harness and baseline on every model × task set; returns (and writes) transfer.json's content."""
-    from ahe.llm import resolve_role
-    from ahe.llm.types import RoleConfig
-    from ahe.rollout.scheduler import RolloutConfig, run_rollouts
-    from ahe.testing.endpoint import mock_endpoint
-    from ahe.io import atomic_write_json
+    """Evaluate harness and baseline on every model × task set; returns (and writes) transfer.json's content.
 
-    models = [m.strip() for m in models if m and m.strip()]
-    if not models:
-        raise AheError("--models: give at least one model name (comma-separated, e.g. --models gpt-4o,qwen3-32b)")
+    `models` are names (all behind `base_url`, or the mock) or entries of a models file, each
+    with its own endpoint, key variable and parameters.
+    """
+    from ahe.llm import resolve_role
+    from ahe.io import atomic_write_json
+    from ahe.testing.endpoint import mock_endpoint
+
+    entries = [m if isinstance(m, ModelEntry) else ModelEntry(name=m.strip()) for m in models
+               if isinstance(m, ModelEntry) or (m and m.strip())]
+    if not entries:
+        raise AheError("--models: give at least one model name (comma-separated, e.g. --models gpt-4o,qwen3-32b) or a models file")
     if not tasks:
         raise AheError("--tasks: give at least one task folder")
     for t in tasks:
@@ -208,44 +237,64 @@ def run_transfer(
     h = resolve_harness(harness, out, "harness")
     b = resolve_harness(baseline, out, "baseline")
     labels = _labels(tasks)
+    difficulty = {lab: task_difficulty(Path(t), include) for t, lab in zip(tasks, labels)}
     rows = []
     with mock_endpoint(mock_policy) as url:
         if url and log:
             log(f"[yellow]using the scripted MOCK model server at {url} (policy {mock_policy})[/]")
-        for model in models:
-            role = RoleConfig(model=model, base_url=url or base_url)
-            resolve_role("agent", role)
+        roles = []
+        for e in entries:
+            role = e.role(url or base_url)
+            resolve_role("agent", role)  # a missing key variable fails here, before any trial
+            roles.append(role)
+        for e, role in zip(entries, roles):
             for task_dir, label in zip(tasks, labels):
-                results = {}
-                for side, hh in (("harness", h), ("baseline", b)):
-                    cfg = RolloutConfig(
-                        tasks_dir=Path(task_dir), workspace=Path(hh["path"]), include=include or [], k=k,
-                        concurrency=concurrency, agent_role=role, sandbox=sandbox,  # type: ignore[arg-type]
-                        isolation=isolation, retry_infra=retry_infra, agent_timeout_sec=agent_timeout,  # type: ignore[arg-type]
-                        executor=executor, ray_address=ray_address,  # type: ignore[arg-type]
-                    )
-                    dest = out / "evals" / _safe(model) / _safe(label) / side
-                    if log:
-                        log(f"evaluating {side} ({hh['ref']}) with {model} on {label} → {dest}")
-                    results[side] = asyncio.run(run_rollouts(cfg, dest))
-                row = compare(model, label, results["harness"], results["baseline"])
-                row["tasks_dir"] = str(Path(task_dir).resolve())
-                row["out_harness"] = str(out / "evals" / _safe(model) / _safe(label) / "harness")
-                row["out_baseline"] = str(out / "evals" / _safe(model) / _safe(label) / "baseline")
+                sides = {side: (hh, out / "evals" / _safe(e.name) / _safe(label) / side) for side, hh in
+                         (("harness", h), ("baseline", b))}
+                settings = {"tasks_dir": Path(task_dir), "include": include or [], "k": k, "concurrency": concurrency,
+                            "agent_role": role, "sandbox": sandbox, "isolation": isolation, "retry_infra": retry_infra,
+                            "agent_timeout_sec": agent_timeout, "executor": executor, "ray_address": ray_address}
+                if log:
+                    for side, (hh, dest) in sides.items():
+                        log(f"evaluating {side} ({hh['ref']}) with {e.name} ({role.model} at {role.base_url or 'the default endpoint'}) on {label} → {dest}")
+                results = asyncio.run(_evaluate_sides(sides, settings))
+                metrics = {side: side_metrics(load_trials(dest), difficulty[label]) for side, (_, dest) in sides.items()}
+                row = compare(e.name, label, results["harness"], results["baseline"], metrics["harness"],
+                              metrics["baseline"], difficulty[label])
+                row.update(model_sent=role.model, base_url=role.base_url, params=role.params,
+                           tasks_dir=str(Path(task_dir).resolve()), out_harness=str(sides["harness"][1]),
+                           out_baseline=str(sides["baseline"][1]))
                 rows.append(row)
     data = {
         "harness": h,
         "baseline": b,
-        "models": models,
+        "models": [e.name for e in entries],
         "tasks": [str(Path(t).resolve()) for t in tasks],
         "k": k,
         "mock": mock_policy is not None,
         "ci": {"method": "paired percentile bootstrap over tasks (resample tasks with replacement, mean per-task "
                          "pass-rate difference)", "samples": BOOTSTRAP_SAMPLES, "seed": BOOTSTRAP_SEED, "confidence": 0.95},
+        "tokens": "tokens per trial and successes per million tokens leave infrastructure-aborted trials out",
         "rows": rows,
     }
     atomic_write_json(out / "transfer.json", data)
     return data
+
+
+async def _evaluate_sides(sides: dict[str, tuple[dict, Path]], settings: dict) -> dict[str, Any]:
+    """Both sides on one event loop and one executor, whose clients are closed on that loop."""
+    from ahe.rollout.executor import AsyncioExecutor
+    from ahe.rollout.scheduler import RolloutConfig, run_rollouts
+
+    if settings.get("executor") not in (None, "local"):  # e.g. ray: the scheduler makes and closes its own
+        return {side: await run_rollouts(RolloutConfig(workspace=Path(hh["path"]), **settings), dest)
+                for side, (hh, dest) in sides.items()}
+    executor = AsyncioExecutor(settings["concurrency"])
+    try:
+        return {side: await run_rollouts(RolloutConfig(workspace=Path(hh["path"]), **settings), dest, executor=executor)
+                for side, (hh, dest) in sides.items()}
+    finally:
+        await executor.ctx.aclose()
 
 
 def _f(x: float | None, fmt: str) -> str:
@@ -270,6 +319,25 @@ def transfer_table(data: dict) -> Any:
             _f(r["tokens_per_trial_harness"], ".0f"), _f(r["tokens_per_trial_baseline"], ".0f"),
             _f(r["successes_per_mtok_harness"], ".1f"), _f(r["successes_per_mtok_baseline"], ".1f"),
         )
+    return t
+
+
+def difficulty_table(data: dict) -> Any:
+    """The same comparison per difficulty (task.toml's [metadata] difficulty)."""
+    from rich.table import Table
+
+    t = Table(title="by difficulty")
+    cols = ("model", "tasks", "difficulty", "n tasks", "pass@1 harness", "pass@1 baseline", "Δ points", "95% CI",
+            "tokens/trial harness", "tokens/trial baseline", "succ./Mtok harness", "succ./Mtok baseline")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("model", "tasks", "difficulty") else "right")
+    for r in data["rows"]:
+        for d, x in (r.get("by_difficulty") or {}).items():
+            t.add_row(r["model"], r["tasks"], d, str(x["tasks"]), _f(x["pass_at_1_harness"], ".3f"),
+                      _f(x["pass_at_1_baseline"], ".3f"), _f(x["delta_points"], "+.1f"),
+                      f"[{_f(x['ci95_low'], '+.1f')}, {_f(x['ci95_high'], '+.1f')}]",
+                      _f(x["tokens_per_trial_harness"], ".0f"), _f(x["tokens_per_trial_baseline"], ".0f"),
+                      _f(x["successes_per_mtok_harness"], ".1f"), _f(x["successes_per_mtok_baseline"], ".1f"))
     return t
 
 
@@ -298,10 +366,11 @@ def transfer_command(
     from rich.console import Console
 
     err = Console(stderr=True)
-    if isinstance(models, str):
-        models = models.split(",")
+    items = [models] if isinstance(models, str) else list(models)
+    if len(items) == 1 and looks_like_file(items[0]):
+        models = load_models_file(Path(items[0]))
     else:
-        models = [m for item in models for m in item.split(",")]
+        models = [m for item in items for m in item.split(",")]
     out = Path(out) if out else Path("runs") / time.strftime("transfer-%Y%m%d-%H%M%S")
     data = run_transfer(
         harness=harness, baseline=baseline or "seed", models=models, tasks=[Path(t) for t in tasks], k=k,
@@ -313,6 +382,8 @@ def transfer_command(
         print(json.dumps(data, indent=2))
     else:
         Console().print(transfer_table(data))
+        if any(len(r.get("by_difficulty") or {}) > 0 for r in data["rows"]):
+            Console().print(difficulty_table(data))
         err.print(f"transfer.json: {out / 'transfer.json'}")
     infra = sum(r["infra_errors_harness"] + r["infra_errors_baseline"] for r in data["rows"])
     return 0 if infra == 0 else 3
