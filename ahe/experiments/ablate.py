@@ -119,7 +119,7 @@ def run_ablation(*, target: str, tasks: Path, k: int = 2, baseline: str | None =
     """Compose, validate, evaluate and compare every variant; returns (and writes) ablation.json's content."""
     from ahe.llm import resolve_role
     from ahe.llm.types import RoleConfig
-    from ahe.run_one import mock_endpoint
+    from ahe.testing.endpoint import mock_endpoint
 
     if not Path(tasks).is_dir():
         raise AheError(f"--tasks {tasks}: no such folder")
@@ -172,7 +172,7 @@ def run_ablation(*, target: str, tasks: Path, k: int = 2, baseline: str | None =
                "confidence": 0.95},
         "flip_threshold": FLIP,
     }
-    from ahe.runtime.trace import atomic_write_json
+    from ahe.io import atomic_write_json
 
     atomic_write_json(out / "ablation.json", data)
     return data

@@ -32,7 +32,7 @@ from typing import Any, get_args
 import yaml
 
 from ahe.report.diff import component_of
-from evolve_agent.manifest import Component
+from ahe.harness.manifest import Component
 
 CLASSES: tuple[str, ...] = get_args(Component)  # the manifest's component classes, in their order
 OTHER = "other"
@@ -231,7 +231,11 @@ async def validate(root: Path, seed: Path) -> list[str]:
     from evolve_agent.smoke import smoke_check
     from evolve_agent.tools_impl import load_problem
 
-    errors = BaseSnapshot.from_folder(seed).check_tree(root)
+    def read(rel: str) -> str | None:
+        f = Path(seed) / rel
+        return f.read_text(encoding="utf-8") if f.is_file() else None
+
+    errors = BaseSnapshot.from_reader(read).check_tree(root)
     problem = load_problem(root)
     if problem:
         return errors + [f"the workspace does not load: {problem}"]
