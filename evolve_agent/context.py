@@ -58,6 +58,12 @@ class EvolveContext:
     tasks_dir: Path | None = None  # the task folders (re-execution sets up their sandboxes)
     replay: Any = None  # ReplaySettings of regression foresight (None: the defaults)
     replay_dir: Path | None = None  # where each change's full replay report is written
+    # The explore agent (explore_agent/) runs on this same path with these two set: the component
+    # classes record_change accepts (None = all), and source names evidence may cite instead of tasks.
+    allowed_components: frozenset[str] | None = None
+    evidence_sources: frozenset[str] = frozenset()
+    allowed_paths: tuple[str, ...] | None = None  # path prefixes a change may touch (None = all)
+    registry_keys: frozenset[str] | None = None  # agent.yaml keys a change may alter (None = all)
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,22 @@ log = logging.getLogger(__name__)
 
 WORKSPACE = Path(__file__).resolve().parent / "workspace"
 PROGRESS_FILE = "manifest.partial.json"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Which agent runs the phase. The default is the evolve agent; the explore agent
+    (explore_agent/) passes its own workspace, first message and limits on what it may record.
+    `prior_changes` start the manifest (already accepted changes of the same iteration), so ids
+    continue after them and the iteration has one manifest."""
+
+    workspace: Path = WORKSPACE
+    instruction: str | None = None
+    allowed_components: frozenset[str] | None = None
+    evidence_sources: frozenset[str] = frozenset()
+    allowed_paths: tuple[str, ...] | None = None
+    registry_keys: frozenset[str] | None = None
+    prior_changes: tuple[ChangeEntry, ...] = ()
 
 
 def known_tasks(experiment_dir: Path | None, iteration: int, tasks_dir: Path | None) -> set[str]:
@@ -98,14 +115,16 @@ def _repair_message(entry: ChangeEntry, errors: list[str]) -> str:
 
 
 class _PhaseRunner:
-    def __init__(self, repo: HarnessRepo, ctx: EvolveContext, client: Any, out_dir: Path, limits: EvolveLimits) -> None:
+    def __init__(self, repo: HarnessRepo, ctx: EvolveContext, client: Any, out_dir: Path, limits: EvolveLimits,
+                 workspace: Path = WORKSPACE) -> None:
         self.repo, self.ctx, self.client, self.out_dir, self.limits = repo, ctx, client, out_dir, limits
+        self.workspace = workspace
         self.usage = Usage()
 
     def _agent(self, max_turns: int) -> Any:
         from ahe.runtime import load_agent
 
-        agent = load_agent(WORKSPACE)
+        agent = load_agent(self.workspace)
         agent.config = agent.config.model_copy(
             update={"max_turns": max_turns, "max_context_tokens": self.limits.max_context_tokens})
         return agent
@@ -185,6 +204,7 @@ async def run_evolve_phase(
     tasks_dir: Path | None,
     limits: EvolveLimits | None = None,
     gate_policy_server_url: str | None = None,
+    agent: "AgentSpec | None" = None,
 ) -> Manifest:
     """Run the evolve agent on `repo`, validate its changes, write manifest.json and summary.md.
 
@@ -193,11 +213,12 @@ async def run_evolve_phase(
     unvalidated changes in the workspace.
     """
     limits = limits or EvolveLimits()
+    agent = agent or AgentSpec()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     experiment = Path(experiment_dir) if experiment_dir is not None else None
     base_commit = repo.head()
-    manifest = Manifest(iteration=iteration, base_commit=base_commit)
+    manifest = Manifest(iteration=iteration, base_commit=base_commit, changes=[c.model_copy() for c in agent.prior_changes])
     progress = out_dir / PROGRESS_FILE
     jail = app = None
     runner: _PhaseRunner | None = None
@@ -220,6 +241,10 @@ async def run_evolve_phase(
             tasks_dir=Path(tasks_dir) if tasks_dir is not None else None,
             replay=limits.replay,
             replay_dir=out_dir / "replay",
+            allowed_components=agent.allowed_components,
+            evidence_sources=agent.evidence_sources,
+            allowed_paths=agent.allowed_paths,
+            registry_keys=agent.registry_keys,
         )
         jail, problem, app = await _start_jail(repo.path, experiment, limits)
         ctx.jail, ctx.jail_problem = jail, problem
@@ -235,8 +260,8 @@ async def run_evolve_phase(
             manifest.infra_error = f"the evolve model is not usable: {exc}"
             client = None
         if client is not None:
-            runner = _PhaseRunner(repo, ctx, client, out_dir, limits)
-            instruction = build_instruction(experiment, iteration, base_commit, ctx.known_tasks, limits)
+            runner = _PhaseRunner(repo, ctx, client, out_dir, limits, agent.workspace)
+            instruction = agent.instruction or build_instruction(experiment, iteration, base_commit, ctx.known_tasks, limits)
             result = await runner.session(instruction, max_turns=limits.max_turns, wall_clock=limits.wall_clock_sec,
                                           trace_dir=out_dir)
             manifest.stop_reason = result.stop_reason.value

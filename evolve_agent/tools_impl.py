@@ -377,13 +377,20 @@ def record_change(ctx: EvolveContext, session: Any, **fields: Any) -> ToolResult
             entry = ChangeEntry(id=change_id, **fields)
         except ValidationError as err:
             return _error(_validation_message(err))
+        if ctx.allowed_components is not None and entry.component not in ctx.allowed_components:
+            return _error(f"component {entry.component!r} is not yours to change here; record only "
+                          f"{', '.join(sorted(ctx.allowed_components))} changes")
         if ctx.known_tasks:
-            named = entry.predicted_fixes + entry.predicted_regressions + [e.task for e in entry.failure_evidence]
+            named = entry.predicted_fixes + entry.predicted_regressions + [
+                e.task for e in entry.failure_evidence if e.task not in ctx.evidence_sources]
             unknown = sorted({t for t in named if t not in ctx.known_tasks})
             if unknown:
                 return _error(f"unknown task name(s) {unknown}; predictions and evidence must name tasks of this "
                               f"experiment (see results.json): {sorted(ctx.known_tasks)[:40]}")
 
+        scope = _scope_problem(ctx, files)
+        if scope:
+            return _error(scope)
         changed = ctx.repo.changed_files()
         if not changed:
             return _error("the workspace has no uncommitted edits; make the edit first, then record it")
@@ -429,6 +436,26 @@ def record_change(ctx: EvolveContext, session: Any, **fields: Any) -> ToolResult
             pass
     replay_text = f"\n\n{replay_text}" if replay_text else ""
     return f"recorded {change_id} as commit {commit[:12]} with {len(files)} file(s): {', '.join(files)}.{note}{replay_text}"
+
+
+def _scope_problem(ctx: EvolveContext, files: list[str]) -> str | None:
+    """For an agent limited to some paths and registry keys (the explore agent): what is out of scope."""
+    if ctx.allowed_paths is not None:
+        outside = [f for f in files if not any(f == p or f.startswith(p) for p in ctx.allowed_paths)]
+        if outside:
+            return f"{outside}: outside what you may change ({', '.join(ctx.allowed_paths)}); undo those edits"
+    if ctx.registry_keys is not None and "agent.yaml" in files:
+        import yaml
+
+        try:
+            before = yaml.safe_load(ctx.repo.show_file(ctx.base_commit, "agent.yaml") or "") or {}
+            after = yaml.safe_load((ctx.workspace / "agent.yaml").read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            return f"agent.yaml cannot be compared with the base: {exc}"
+        keys = sorted(k for k in set(before) | set(after) if k not in ctx.registry_keys and before.get(k) != after.get(k))
+        if keys:
+            return f"agent.yaml: you may change only {', '.join(sorted(ctx.registry_keys))}, not {', '.join(keys)}"
+    return None
 
 
 class _CommitRefused(Exception):

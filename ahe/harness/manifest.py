@@ -36,6 +36,7 @@ AHE_FIELDS = (
     "revert_commits",
     "replay_at_risk",
     "replay",
+    "origin",
 )
 
 
@@ -94,6 +95,7 @@ class ChangeEntry(BaseModel):
     # Regression foresight: tasks passing today whose recorded steps the change alters.
     replay_at_risk: list[str] = Field(default_factory=list)
     replay: ReplaySummary | None = None
+    origin: Literal["evolve", "explore"] = "evolve"  # which agent recorded it (docs/explore.md)
 
     @field_validator("files")
     @classmethod
