@@ -154,3 +154,28 @@ def test_a_run_still_going_is_pending(demo_run, tmp_path):
     assert a["iterations"][1]["manifest"] == "partial"
     assert a["overall"]["fix_predictions"]["precision"] is None
     assert a["components"]["middleware"]["pending"] == 1
+
+
+def test_audit_figures_of_the_paper(demo_run, capsys):
+    """pass@1 by difficulty, Succ/Mtok per iteration, per-round self-attribution, mean vs pooled calibration."""
+    from ahe.report.efficiency import load_trials
+
+    assert audit_command(demo_run, None, True) == 0
+    fig = json.loads(capsys.readouterr().out)["figures"]
+    assert fig["difficulties"] == ["easy"]  # the demo's three tasks are all easy
+    rows = {r["iteration"]: r for r in fig["per_iteration"]}
+    assert [rows[i]["pass_at_1"] for i in (1, 2, 3, 4)] == pytest.approx([1 / 3, 1 / 3, 2 / 3, 2 / 3])
+    assert rows[3]["by_difficulty"]["easy"]["pass_at_1"] == pytest.approx(2 / 3)
+    trials = load_trials(demo_run / "iterations/003")
+    tokens = sum(t.usage.total_tokens for t in trials)
+    assert rows[3]["successes_per_mtok"] == pytest.approx(4 * 1e6 / tokens)
+    assert rows[3]["tokens_per_trial"] == pytest.approx(tokens / 6)
+    [r2] = fig["self_attribution"]
+    assert r2["iteration"] == 2 and r2["changes_of"] == 1 and r2["pass_at_1"] == pytest.approx(1 / 3)
+    assert r2["fix_predictions"] | {} == {**r2["fix_predictions"], "true_positives": 1, "false_positives": 1, "misses": 0}
+    assert (r2["regression_predictions"]["true_positives"], r2["regression_predictions"]["misses"]) == (0, 1)
+    cal = fig["calibration"]["fix_predictions"]
+    assert cal["rounds"] == 1 and cal["mean_precision"] == cal["pooled_precision"] == 0.5
+    proc = ahe(str(demo_run), "-", "table")
+    assert "Self-attribution per round" in proc.stdout and "Calibration across iterations" in proc.stdout
+    assert "succ./Mtok" in proc.stdout

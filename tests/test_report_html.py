@@ -189,6 +189,13 @@ def load_in_chromium(html: Path, tmp: Path, screenshot: Path | None = None) -> d
           transfer: !!document.querySelector('#transfer-table'),
           scripts: document.querySelectorAll('script').length,
           imgs: document.querySelectorAll('img').length,
+          difficultyLines: document.querySelectorAll('#difficulty-curves path').length,
+          difficultyTitles: Array.from(document.querySelectorAll('#difficulty-curves circle title')).map(t => t.textContent),
+          attributionBars: Array.from(document.querySelectorAll('#attribution-chart rect title')).map(t => t.textContent),
+          attributionLine: document.querySelectorAll('#attribution-chart circle.pt').length,
+          calibrationRows: Array.from(document.querySelectorAll('#calibration-table tr')).map(r => r.innerText),
+          efficiencyRows: Array.from(document.querySelectorAll('#efficiency-table tr')).map(r => r.innerText),
+          figuresBox: (() => { const b = document.querySelector('#attribution-chart').getBoundingClientRect(); return [b.width, b.height]; })(),
           text: document.body.innerText
         })"""
         res = c.send("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=sid)
@@ -259,6 +266,15 @@ def test_report_loads_in_headless_chromium(demo_run: Path, tmp_path: Path) -> No
     assert all((demo_run / e).exists() for e in dom["evidence"])
     assert dom["predictions"] >= 3 and dom["usage"] >= 5
     assert not dom["transfer"] and dom["scripts"] == 0
+    # the paper's figures: pass@1 by difficulty (the demo's three tasks are easy: overall + easy lines),
+    # the self-attribution of round 2 (chg-1 fixed X as predicted; chg-2 predicted Z, which did not
+    # improve; Y regressed unpredicted), calibration, Succ/Mtok per iteration
+    assert dom["difficultyLines"] == 2 and "iteration 3 · easy: pass@1 0.667" in dom["difficultyTitles"]
+    assert set(dom["attributionBars"]) == {"round 2 · fixes: 1 true positives", "round 2 · fixes: 1 false positives",
+                                           "round 2 · regressions: 1 misses"}, dom["attributionBars"]
+    assert dom["attributionLine"] == 1 and dom["figuresBox"][0] > 300 and dom["figuresBox"][1] > 100
+    assert dom["calibrationRows"][1].split("\t")[:4] == ["fix", "1", "0.50", "0.50"], dom["calibrationRows"]
+    assert len(dom["efficiencyRows"]) == 1 + 4 and dom["efficiencyRows"][3].split("\t")[:3] == ["3", "0.667", "0.667"]
     assert shot.exists() and shot.stat().st_size > 10_000
 
 

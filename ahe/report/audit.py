@@ -181,6 +181,9 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         decided = v["kept"] + v["rolled_back"] + v["inconclusive"] + v["rejected"]
         v["keep_rate"] = v["kept"] / decided if decided else None
     shown = [i for i in out_iters if iteration is None or i["iteration"] == iteration]
+    overall = {"fix_predictions": pooled(fix_scores, n_list), "regression_predictions": pooled(reg_scores, n_list)}
+    from ahe.report.figures import build_figures
+
     return {
         "run_dir": str(run.root),
         "finished": state.finished,
@@ -193,13 +196,13 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "overall": {
             "method": "pooled (micro-average) over iterations whose changes were judged by an attribution "
             "with at least one accepted change; iterations with nothing to judge are left out",
-            "fix_predictions": pooled(fix_scores, n_list),
-            "regression_predictions": pooled(reg_scores, n_list),
+            **overall,
             # pooled over the iterations where some change was replayed (docs/foresight.md)
             "replay_regression_predictions": pooled(replay_scores["replay"], replay_scores["n"]),
             "union_regression_predictions": pooled(replay_scores["union"], replay_scores["n"]),
         },
         "components": components,
+        "figures": build_figures(run, pooled=overall),
     }
 
 
@@ -272,6 +275,9 @@ def render_audit(audit: dict, console: Any) -> None:
     for comp, v in audit["components"].items():
         t.add_row(comp, *(str(v[k]) for k in ("changes", *VERDICT_COLUMNS)), _pct(v["keep_rate"]))
     console.print(t)
+    from ahe.report.figures import render_figures
+
+    render_figures(audit["figures"], console)
 
 
 def _evidence_table(it: dict) -> Any:

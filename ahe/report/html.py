@@ -232,6 +232,23 @@ def _swe_ci(its: list[int], scores: Scores, results: dict[int, RunResults | None
     return rows, list(dict.fromkeys(k for r in rows for k in r["numbers"]))
 
 
+def _figures(run: RunFolder) -> dict[str, Any]:
+    """The paper's figures (ahe.report.figures) and their SVG; pending when the run has none yet."""
+    from ahe.report import html_figures
+    from ahe.report.figures import build_figures
+
+    try:
+        figures = build_figures(run.root)
+    except Exception:  # noqa: BLE001 - a half-written run: the figures show as pending
+        figures = {"difficulties": [], "per_iteration": [], "self_attribution": [], "calibration": {}}
+    figures["calibration_rows"] = [(name, figures["calibration"][k]) for k, name in
+                                   (("fix_predictions", "fix"), ("regression_predictions", "regression"))
+                                   if k in figures["calibration"]]
+    return {"figures": figures,
+            "difficulty_svg": html_figures.difficulty_curves(figures["per_iteration"], figures["difficulties"]),
+            "attribution_svg": html_figures.attribution_chart(figures["self_attribution"])}
+
+
 def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     """Everything the template needs, from whatever is in the run folder right now."""
     run = RunFolder(run_dir)
@@ -263,6 +280,7 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         "swe_ci_rows": swe_ci_rows, "swe_ci_columns": swe_ci_columns,
         "metric": scores.metric, "best_metric_value": scores.best_metric_value,
         "infra_total": sum(r.infra_errors for r in results.values() if r is not None),
+        **_figures(run),
     }
 
 

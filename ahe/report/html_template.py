@@ -48,7 +48,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 {% if best_iteration is not none %} · best: iteration {{ best_iteration }}{% if metric != "pass_rate" and best_metric_value is not none %} (mean {{ metric }} {{ "%.3f"|format(best_metric_value) }}){% elif best_pass_at_1 is not none %} (pass@1 {{ "%.3f"|format(best_pass_at_1) }}){% endif %}{% if best_commit %}, commit <code>{{ best_commit[:12] }}</code>{% endif %}{% endif %}
  · infrastructure errors: {{ infra_total }}</p>
 <nav>Sections: <a href="#sec-curve">pass@1</a> · <a href="#sec-heatmap">tasks</a> · <a href="#sec-timeline">changes</a>
- · <a href="#sec-predictions">predictions</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
+ · <a href="#sec-predictions">predictions</a> · <a href="#sec-figures">figures</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
 </header>
 
 <section id="sec-curve">
@@ -159,6 +159,34 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <td class="num">{{ q.precision }}</td><td class="num meta">{{ q.random_precision }}</td><td class="num">{{ q.recall }}</td><td class="num meta">{{ q.random_recall }}</td></tr>{% endfor %}{% endfor %}
 </table>{% endif %}
 {% else %}<p class="pending">pending: the first attribution comes with iteration 2</p>{% endif %}
+</section>
+
+<section id="sec-figures">
+<h2>The paper's figures for this run</h2>
+<h3>pass@1 by difficulty</h3>
+<p class="meta">Difficulty from each task's <code>[metadata] difficulty</code>; the dashed line is overall pass@1.</p>
+{{ difficulty_svg }}
+<h3>Self-attribution per round</h3>
+<p class="meta">Round <em>t</em> judges the changes of iteration <em>t</em>−1: for fix predictions (f) and regression predictions (r),
+true positives (predicted and happened), false positives (predicted, did not happen) and misses (happened, not predicted); the line is pass@1.</p>
+{{ attribution_svg }}
+<h3>Calibration across iterations</h3>
+<table id="calibration-table">
+<tr><th>predictions</th><th>rounds</th><th>mean precision</th><th>pooled precision</th><th>random (mean)</th><th>random (pooled)</th><th>mean recall</th><th>pooled recall</th><th>random (mean)</th><th>random (pooled)</th></tr>
+{% for name, c in figures.calibration_rows %}<tr><td>{{ name }}</td><td class="num">{{ c.rounds }}</td>
+<td class="num">{{ c.mean_precision|ratio }}</td><td class="num">{{ c.pooled_precision|ratio }}</td><td class="num meta">{{ c.mean_random_precision|ratio }}</td><td class="num meta">{{ c.pooled_random_precision|ratio }}</td>
+<td class="num">{{ c.mean_recall|ratio }}</td><td class="num">{{ c.pooled_recall|ratio }}</td><td class="num meta">{{ c.mean_random_recall|ratio }}</td><td class="num meta">{{ c.pooled_random_recall|ratio }}</td></tr>{% endfor %}
+</table>
+<p class="meta">Mean: every round weighs the same; pooled: every prediction weighs the same.</p>
+<h3>Cost-effectiveness per iteration</h3>
+<table id="efficiency-table">
+<tr><th>iteration</th><th>pass@1</th>{% for d in figures.difficulties %}<th>{{ d }}</th>{% endfor %}<th>tokens/trial</th><th>succ./Mtok</th></tr>
+{% for r in figures.per_iteration %}<tr><td>{{ r.iteration }}</td><td class="num">{{ "%.3f"|format(r.pass_at_1) }}</td>
+{% for d in figures.difficulties %}<td class="num">{{ "%.3f"|format(r.by_difficulty[d].pass_at_1) if d in r.by_difficulty else "—" }}</td>{% endfor %}
+<td class="num">{{ "%.0f"|format(r.tokens_per_trial) if r.tokens_per_trial is not none else "—" }}</td>
+<td class="num">{{ "%.1f"|format(r.successes_per_mtok) if r.successes_per_mtok is not none else "—" }}</td></tr>{% endfor %}
+</table>
+<p class="meta">Tokens leave infrastructure-aborted trials out; succ./Mtok = passed trials per million tokens.</p>
 </section>
 
 <section id="sec-usage">

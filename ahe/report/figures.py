@@ -1,0 +1,160 @@
+"""The paper's figures as data, from a run folder: for `ahe audit` (tables, --json) and `ahe report` (SVG).
+
+- pass@1 by difficulty (easy/medium/hard from task.toml's [metadata]) per iteration;
+- Succ/Mtok and tokens per trial per iteration (infra-aborted trials left out of tokens,
+  `ahe.report.efficiency`);
+- the per-round self-attribution: for fix and for regression predictions, true positives
+  (predicted and happened), false positives (predicted, did not happen) and misses (happened,
+  not predicted), with that round's pass@1;
+- calibration across iterations: the mean of the per-iteration precision/recall (each round
+  weighs the same) beside the pooled one (every prediction weighs the same) and the random
+  baseline of each.
+
+Everything is read tolerantly: a missing or half-written file leaves its entry out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from ahe.report.efficiency import load_trials, side_metrics, task_difficulty
+
+KINDS = ("fix_predictions", "regression_predictions")
+
+
+def _json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _difficulties(run: Path) -> dict[str, str]:
+    try:
+        import yaml
+
+        exp = yaml.safe_load((run / "experiment.yaml").read_text(encoding="utf-8")) or {}
+    except Exception:  # noqa: BLE001 - no config: every task is "unknown"
+        return {}
+    tasks = exp.get("tasks")
+    return task_difficulty(Path(tasks), exp.get("include") or None) if tasks else {}
+
+
+def _iterations(run: Path) -> list[int]:
+    root = run / "iterations"
+    return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()) if root.is_dir() else []
+
+
+def per_iteration(run: Path, its: list[int], difficulty: dict[str, str]) -> list[dict]:
+    """pass@1 overall and by difficulty, tokens per trial and Succ/Mtok, per evaluated iteration."""
+    rows = []
+    for it in its:
+        trials = load_trials(run / "iterations" / f"{it:03d}")
+        if not trials:
+            continue
+        m = side_metrics(trials, difficulty)
+        rows.append({"iteration": it, "pass_at_1": m["pass_at_1"], "trials": m["trials"], "infra_errors": m["infra_errors"],
+                     "tokens_per_trial": m["tokens_per_trial"], "successes_per_mtok": m["successes_per_mtok"],
+                     "by_difficulty": {d: {k: b[k] for k in ("pass_at_1", "trials", "tokens_per_trial", "successes_per_mtok")}
+                                       for d, b in m["by_difficulty"].items()}})
+    return rows
+
+
+def self_attribution(run: Path, its: list[int], pass_at_1: dict[int, float | None]) -> list[dict]:
+    """Per judging round t (attribution of iteration t−1's changes): TP / FP / misses per kind."""
+    rounds = []
+    for it in its:
+        att = _json(run / "iterations" / f"{it:03d}" / "attribution.json")
+        if not isinstance(att, dict) or not att.get("changes"):
+            continue
+        row: dict[str, Any] = {"iteration": it, "changes_of": it - 1, "pass_at_1": pass_at_1.get(it),
+                               "n_tasks": att.get("n_tasks")}
+        for kind in KINDS:
+            p = att.get(kind) or {}
+            hits, pred, act = len(p.get("hits") or []), len(p.get("predicted") or []), len(p.get("actual") or [])
+            row[kind] = {"true_positives": hits, "false_positives": pred - hits, "misses": act - hits,
+                         "precision": p.get("precision"), "recall": p.get("recall"),
+                         "random_precision": p.get("random_precision"), "random_recall": p.get("random_recall")}
+        rounds.append(row)
+    return rounds
+
+
+def _mean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return mean(vals) if vals else None
+
+
+def calibration(rounds: list[dict], pooled: dict[str, dict] | None) -> dict[str, dict]:
+    """Mean over rounds (macro) beside pooled (micro) and random, for fixes and regressions."""
+    out = {}
+    for kind in KINDS:
+        blocks = [r[kind] for r in rounds]
+        pool = (pooled or {}).get(kind) or {}
+        out[kind] = {
+            "rounds": len(blocks),
+            "mean_precision": _mean([b["precision"] for b in blocks]),
+            "mean_recall": _mean([b["recall"] for b in blocks]),
+            "mean_random_precision": _mean([b["random_precision"] for b in blocks]),
+            "mean_random_recall": _mean([b["random_recall"] for b in blocks]),
+            "pooled_precision": pool.get("precision"), "pooled_recall": pool.get("recall"),
+            "pooled_random_precision": pool.get("random_precision"), "pooled_random_recall": pool.get("random_recall"),
+        }
+    return out
+
+
+def build_figures(run_dir: Path, pooled: dict[str, dict] | None = None) -> dict:
+    """All four figures' data. `pooled` is the audit's pooled precision/recall (computed there)."""
+    run = Path(run_dir)
+    its = _iterations(run)
+    rows = per_iteration(run, its, _difficulties(run))
+    p1 = {r["iteration"]: r["pass_at_1"] for r in rows}
+    rounds = self_attribution(run, its, p1)
+    if pooled is None:
+        from ahe.report.audit import pooled as pool
+
+        atts = [_json(run / "iterations" / f"{r['iteration']:03d}" / "attribution.json") for r in rounds]
+        pooled = {k: pool([a[k] for a in atts], [a.get("n_tasks", 0) for a in atts]) for k in KINDS}
+    diffs: list[str] = []
+    for r in rows:
+        diffs += [d for d in r["by_difficulty"] if d not in diffs]
+    return {"difficulties": diffs, "per_iteration": rows, "self_attribution": rounds,
+            "calibration": calibration(rounds, pooled)}
+
+
+def render_figures(fig: dict, console: Any) -> None:
+    """The audit's tables of the figures."""
+    from rich.table import Table
+
+    def f(x: float | None, fmt: str = ".3f") -> str:
+        return "n/a" if x is None else format(x, fmt)
+
+    t = Table(title="pass@1 by difficulty, tokens and Succ/Mtok per iteration")
+    for c in ("iteration", "pass@1", *fig["difficulties"], "tokens/trial", "succ./Mtok"):
+        t.add_column(c, justify="right")
+    for r in fig["per_iteration"]:
+        by = r["by_difficulty"]
+        t.add_row(str(r["iteration"]), f(r["pass_at_1"]), *[f(by[d]["pass_at_1"]) if d in by else "-" for d in fig["difficulties"]],
+                  f(r["tokens_per_trial"], ".0f"), f(r["successes_per_mtok"], ".1f"))
+    console.print(t)
+    if fig["self_attribution"]:
+        t = Table(title="Self-attribution per round (changes of iteration t−1 judged in iteration t)")
+        for c in ("round", "pass@1", "fix TP", "fix FP", "fix misses", "regr. TP", "regr. FP", "regr. misses"):
+            t.add_column(c, justify="right")
+        for r in fig["self_attribution"]:
+            fx, rg = r["fix_predictions"], r["regression_predictions"]
+            t.add_row(str(r["iteration"]), f(r["pass_at_1"]), str(fx["true_positives"]), str(fx["false_positives"]),
+                      str(fx["misses"]), str(rg["true_positives"]), str(rg["false_positives"]), str(rg["misses"]))
+        console.print(t)
+    t = Table(title="Calibration across iterations: mean of rounds vs pooled vs random")
+    for c in ("predictions", "rounds", "mean precision", "pooled precision", "random (mean)", "mean recall",
+              "pooled recall", "random (mean) "):
+        t.add_column(c, justify="left" if c == "predictions" else "right")
+    for kind, name in zip(KINDS, ("fix", "regression")):
+        c = fig["calibration"][kind]
+        t.add_row(name, str(c["rounds"]), f(c["mean_precision"], ".2f"), f(c["pooled_precision"], ".2f"),
+                  f(c["mean_random_precision"], ".2f"), f(c["mean_recall"], ".2f"), f(c["pooled_recall"], ".2f"),
+                  f(c["mean_random_recall"], ".2f"))
+    console.print(t)
