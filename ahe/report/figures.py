@@ -15,44 +15,36 @@ Everything is read tolerantly: a missing or half-written file leaves its entry o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from ahe.report.efficiency import load_trials, side_metrics, task_difficulty
+from ahe.report.efficiency import side_metrics, task_difficulty
+from ahe.run_folder import RunFolder
 
 KINDS = ("fix_predictions", "regression_predictions")
 
 
-def _json(path: Path) -> Any | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _difficulties(run: Path) -> dict[str, str]:
+def _difficulties(run: RunFolder) -> dict[str, str]:
     try:
         import yaml
 
-        exp = yaml.safe_load((run / "experiment.yaml").read_text(encoding="utf-8")) or {}
+        exp = yaml.safe_load(run.experiment_yaml.read_text(encoding="utf-8")) or {}
     except Exception:  # noqa: BLE001 - no config: every task is "unknown"
         return {}
-    tasks = exp.get("tasks")
-    return task_difficulty(Path(tasks), exp.get("include") or None) if tasks else {}
+    tasks = exp.get("tasks") if isinstance(exp, dict) else None
+    folders = [Path(tasks)] if isinstance(tasks, str) else []
+    if run.tasks_source.is_dir():  # what a task source produced for this run (SOURCE:ARG)
+        folders += sorted(p for p in run.tasks_source.iterdir() if p.is_dir())
+    folder = next((f for f in folders if f.is_dir()), None)
+    return task_difficulty(folder, exp.get("include") or None) if folder else {}
 
 
-def _iterations(run: Path) -> list[int]:
-    root = run / "iterations"
-    return sorted(int(p.name) for p in root.iterdir() if p.is_dir() and p.name.isdigit()) if root.is_dir() else []
-
-
-def per_iteration(run: Path, its: list[int], difficulty: dict[str, str]) -> list[dict]:
+def per_iteration(run: RunFolder, its: list[int], difficulty: dict[str, str]) -> list[dict]:
     """pass@1 overall and by difficulty, tokens per trial and Succ/Mtok, per evaluated iteration."""
     rows = []
     for it in its:
-        trials = load_trials(run / "iterations" / f"{it:03d}")
+        trials = run.iteration(it).trial_results()
         if not trials:
             continue
         m = side_metrics(trials, difficulty)
@@ -63,21 +55,20 @@ def per_iteration(run: Path, its: list[int], difficulty: dict[str, str]) -> list
     return rows
 
 
-def self_attribution(run: Path, its: list[int], pass_at_1: dict[int, float | None]) -> list[dict]:
+def self_attribution(run: RunFolder, its: list[int], pass_at_1: dict[int, float | None]) -> list[dict]:
     """Per judging round t (attribution of iteration t−1's changes): TP / FP / misses per kind."""
     rounds = []
     for it in its:
-        att = _json(run / "iterations" / f"{it:03d}" / "attribution.json")
-        if not isinstance(att, dict) or not att.get("changes"):
+        att = run.iteration(it).attribution()
+        if att is None or not att.changes:
             continue
-        row: dict[str, Any] = {"iteration": it, "changes_of": it - 1, "pass_at_1": pass_at_1.get(it),
-                               "n_tasks": att.get("n_tasks")}
+        row: dict[str, Any] = {"iteration": it, "changes_of": it - 1, "pass_at_1": pass_at_1.get(it), "n_tasks": att.n_tasks}
         for kind in KINDS:
-            p = att.get(kind) or {}
-            hits, pred, act = len(p.get("hits") or []), len(p.get("predicted") or []), len(p.get("actual") or [])
-            row[kind] = {"true_positives": hits, "false_positives": pred - hits, "misses": act - hits,
-                         "precision": p.get("precision"), "recall": p.get("recall"),
-                         "random_precision": p.get("random_precision"), "random_recall": p.get("random_recall")}
+            p = getattr(att, kind)
+            hits = len(p.hits)
+            row[kind] = {"true_positives": hits, "false_positives": len(p.predicted) - hits, "misses": len(p.actual) - hits,
+                         "precision": p.precision, "recall": p.recall,
+                         "random_precision": p.random_precision, "random_recall": p.random_recall}
         rounds.append(row)
     return rounds
 
@@ -105,18 +96,18 @@ def calibration(rounds: list[dict], pooled: dict[str, dict] | None) -> dict[str,
     return out
 
 
-def build_figures(run_dir: Path, pooled: dict[str, dict] | None = None) -> dict:
+def build_figures(run_dir: Path | RunFolder, pooled: dict[str, dict] | None = None) -> dict:
     """All four figures' data. `pooled` is the audit's pooled precision/recall (computed there)."""
-    run = Path(run_dir)
-    its = _iterations(run)
+    run = run_dir if isinstance(run_dir, RunFolder) else RunFolder(Path(run_dir))
+    its = run.iterations()
     rows = per_iteration(run, its, _difficulties(run))
     p1 = {r["iteration"]: r["pass_at_1"] for r in rows}
     rounds = self_attribution(run, its, p1)
     if pooled is None:
         from ahe.report.audit import pooled as pool
 
-        atts = [_json(run / "iterations" / f"{r['iteration']:03d}" / "attribution.json") for r in rounds]
-        pooled = {k: pool([a[k] for a in atts], [a.get("n_tasks", 0) for a in atts]) for k in KINDS}
+        atts = [run.iteration(r["iteration"]).attribution() for r in rounds]
+        pooled = {k: pool([getattr(a, k).model_dump() for a in atts if a], [a.n_tasks for a in atts if a]) for k in KINDS}
     diffs: list[str] = []
     for r in rows:
         diffs += [d for d in r["by_difficulty"] if d not in diffs]
