@@ -8,6 +8,8 @@ saved in the run folder (experiment.yaml) is written from this model, which has 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ahe.errors import ConfigError
@@ -25,6 +27,7 @@ class Models(_Strict):
     agent: RoleConfig = Field(default_factory=RoleConfig)
     debugger: RoleConfig = Field(default_factory=RoleConfig)
     evolve: RoleConfig = Field(default_factory=RoleConfig)
+    explore: RoleConfig | None = None  # default: the evolve role's settings (docs/explore.md)
 
 
 class MockPolicies(_Strict):
@@ -33,6 +36,7 @@ class MockPolicies(_Strict):
     agent: Path | None = None
     debugger: Path | None = None
     evolve: Path | None = None
+    explore: Path | None = None  # default: the evolve role's policy
 
 
 class Budgets(_Strict):
@@ -63,6 +67,15 @@ class EvolveSettings(_Strict):
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
 
 
+class ExploreSettings(_Strict):
+    """The explore agent (docs/explore.md): off while `sources` is empty."""
+
+    sources: list[str] = Field(default_factory=list)  # local folders or files (URLs where there is network)
+    max_turns: int = Field(default=40, ge=1)
+    wall_clock_sec: float = Field(default=1800, gt=0)
+    max_source_mb: float = Field(default=20, gt=0)
+
+
 class ExperimentConfig(RolloutSettings, _Strict):
     """The experiment; its rollout fields (sandbox, isolation, k, concurrency, retry_infra,
     pass_threshold, agent/verifier timeouts, keep_app, include) are `RolloutSettings`."""
@@ -84,6 +97,11 @@ class ExperimentConfig(RolloutSettings, _Strict):
     # what attribution and H_best compare: the pass rate (the paper's) or the mean of one
     # reward key of reward.json, e.g. evoscore for SWE-CI tasks (docs/swe-ci.md)
     metric: str = Field(default="pass_rate", min_length=1)
+    explore: ExploreSettings = Field(default_factory=ExploreSettings)
+    # best-of-N per round (docs/variants.md): N evolve agents on branches, each evaluated, the
+    # loop continues from the one the rule picks
+    variants: int = Field(default=1, ge=1, le=16)
+    variant_select: Literal["pass_at_1", "successes_per_mtok"] = "pass_at_1"
 
     def resolve_paths(self, base: Path) -> "ExperimentConfig":
         def fix(p: Path | None) -> Path | None:
@@ -99,7 +117,11 @@ class ExperimentConfig(RolloutSettings, _Strict):
                     agent=fix(self.mock_policies.agent),
                     debugger=fix(self.mock_policies.debugger),
                     evolve=fix(self.mock_policies.evolve),
+                    explore=fix(self.mock_policies.explore),
                 ),
+                "explore": self.explore.model_copy(update={"sources": [
+                    s if s.startswith(("http://", "https://")) or Path(s).expanduser().is_absolute()
+                    else str((base / s).resolve()) for s in self.explore.sources]}),
             }
         )
 

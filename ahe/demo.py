@@ -113,14 +113,52 @@ def evolve_policy() -> dict:
     }
 
 
-def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_policy: dict | None = None) -> Path:
+SKILL = ("---\nname: verify-output\ndescription: Check the output against the stated format before finishing.\n---\n"
+         "1. Re-read the instruction's output specification.\n2. Print what you wrote and compare it, byte for byte.\n")
+
+
+def explore_policy(source: str = "playbook") -> dict:
+    """The explore agent's mock: reads the source's guide and records one skill from it."""
+    steps = [
+        ("read_file", {"path": f"/experiment/{source}/verify.md"}),
+        ("write_file", {"path": "skills/verify-output/SKILL.md", "content": SKILL}),
+        ("edit_file", {"path": "agent.yaml", "old_string": "skills: []", "new_string": "skills: [skills/verify-output]"}),
+        ("record_change", {"component": "skill", "files": ["skills/verify-output/SKILL.md", "agent.yaml"],
+                           "summary": "skill: verify the output before finishing",
+                           "failure_evidence": [{"task": source, "ref": f"{source}/verify.md", "note": "the playbook's checklist"}],
+                           "root_cause": "agents stop before checking their output against the specification",
+                           "targeted_fix": "a skill with the verification steps, loaded when needed"}),
+        ("finish", {"message": "one skill from the playbook"}),
+    ]
+    return {"name": "demo explore agent (scripted MOCK)", "rules": [
+        {"match": {"first_user_contains": "Explore.", "turn": i}, "tool_calls": [{"name": t, "arguments": a}]}
+        for i, (t, a) in enumerate(steps, 1)]}
+
+
+def variant_rules() -> list[dict]:
+    """Best-of-2: variant 2 of the evolve agent records only the lesson (variant 1 also the middleware)."""
+    lesson = evolve_policy()["rules"][1]["tool_calls"][0]["arguments"]
+    steps = [("write_file", {"path": "LongTermMEMORY.md", "content": LESSON}), ("record_change", lesson),
+             ("finish", {"message": "Recorded the memory lesson only."})]
+    return [{"match": {"first_user_contains": "variant 2 of 2", "turn": i}, "tool_calls": [{"name": t, "arguments": a}]}
+            for i, (t, a) in enumerate(steps, 1)]
+
+
+def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_policy: dict | None = None,
+               variants: int = 1, explore_sources: list[str] | None = None) -> Path:
     """Write the demo experiment (config + MOCK policies) into `directory`; returns the config path."""
     directory.mkdir(parents=True, exist_ok=True)
     pol = directory / "policies"
     pol.mkdir(exist_ok=True)
     header = "# A scripted MOCK model for `ahe demo` — no real model is involved.\n"
     (pol / "agent.yaml").write_text(header + yaml.safe_dump(agent_policy(), sort_keys=False, width=200))
-    (pol / "evolve.yaml").write_text(header + yaml.safe_dump(evolve_policy(), sort_keys=False, width=200))
+    evolve = evolve_policy()
+    if variants > 1:
+        evolve["rules"] = variant_rules() + evolve["rules"]
+    (pol / "evolve.yaml").write_text(header + yaml.safe_dump(evolve, sort_keys=False, width=200))
+    if explore_sources:
+        (pol / "explore.yaml").write_text(header + yaml.safe_dump(explore_policy(Path(explore_sources[0]).name),
+                                                                  sort_keys=False, width=200))
     if debugger_policy is None:
         shutil.copyfile(REPO / "debugger" / "mock_policy.yaml", pol / "debugger.yaml")
     else:
@@ -137,6 +175,11 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
         "mock_policies": {role: f"policies/{role}.yaml" for role in ("agent", "debugger", "evolve")},
         "evolve": {"max_turns": 20, "wall_clock_sec": 600},
     }
+    if variants > 1:
+        config["variants"] = variants
+    if explore_sources:
+        config["explore"] = {"sources": list(explore_sources), "max_turns": 10}
+        config["mock_policies"]["explore"] = "policies/explore.yaml"
     path = directory / "config.yaml"
     path.write_text("# `ahe demo`: three bundled tasks, scripted MOCK models for every role.\n" + yaml.safe_dump(config, sort_keys=False))
     return path

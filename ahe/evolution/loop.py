@@ -35,6 +35,7 @@ from ahe.evolution.phases import (
     attribution_phase,
     debug_phase,
     evolve_phase,
+    explore_phase,
     rollback_phase,
     rollout_phase,
 )
@@ -101,6 +102,10 @@ class EvolutionLoop:
             base: RoleConfig = getattr(self.cfg.models, role)
             url = role_urls.get(role)
             self.roles[role] = base.model_copy(update={"base_url": url, "model": base.model or "mock"}) if url else base
+        # the explore agent: its own role when configured, else the evolve role's (and its mock)
+        explore = self.cfg.models.explore or getattr(self.cfg.models, "evolve")
+        url = role_urls.get("explore") or (None if self.cfg.models.explore else role_urls.get("evolve"))
+        self.roles["explore"] = explore.model_copy(update={"base_url": url, "model": explore.model or "mock"}) if url else explore
         ctx = self.context(repo)
         state = self.run.load_state()
         scores = self.run.load_scores()
@@ -113,7 +118,8 @@ class EvolutionLoop:
                 for phase in phases:
                     if state.is_done(it, phase):
                         continue
-                    if phase in ("attribution", "rollback") and it == 1:
+                    if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (
+                            it != 1 or not self.cfg.explore.sources or state.is_done(it, "evolve")):
                         state.mark(it, phase)
                         continue
                     await self._run_phase(ctx, it, phase, state, scores, final=final)
@@ -169,9 +175,15 @@ class EvolutionLoop:
                 repo.tag("final")
         elif phase == "debug":
             self._add_usage(scores, it, "debugger", await debug_phase(ctx, it))
+        elif phase == "explore":
+            outcome = await explore_phase(ctx, it)
+            if outcome is not None:
+                self._add_usage(scores, it, "explore", outcome.usage)
+                self._record_evolve(it, outcome, repo.head(), label="explore")
         elif phase == "evolve":
             outcome = await evolve_phase(ctx, it)
             self._add_usage(scores, it, "evolve", outcome.usage)
+            self._add_usage(scores, it, "agent", outcome.variant_rollouts)
             self._record_evolve(it, outcome, repo.head())
         else:
             raise AssertionError(f"unknown phase {phase!r}")
@@ -273,17 +285,18 @@ class EvolutionLoop:
             what = f"reverted by {r.revert_commit[:10]} ({r.method})" if r.revert_commit else f"could not be reverted: {r.error}"
             self.run.history(f"  - rolled back {r.change_id} ({r.commit[:10]}): {r.reason}; {what}")
 
-    def _record_evolve(self, it: int, outcome: EvolveOutcome, head: str) -> None:
+    def _record_evolve(self, it: int, outcome: EvolveOutcome, head: str, label: str = "evolve") -> None:
         manifest = outcome.manifest
-        accepted = [c for c in manifest.changes if c.status == "accepted"]
-        rejected = [c for c in manifest.changes if c.status == "rejected"]
+        accepted = [c for c in manifest.changes if c.status == "accepted" and (label == "explore" or c.origin != "explore")]
+        rejected = [c for c in manifest.changes if c.status == "rejected" and (label == "explore" or c.origin != "explore")]
+        variants = [n for n in manifest.gate_notes if n.startswith("best of ")]
         self.run.history(
-            f"  - evolve: {len(accepted)} change(s) accepted"
+            f"  - {label}: {len(accepted)} change(s) accepted" + (f" ({variants[0]})" if variants else "")
             + "".join(f"\n    - {c.id} [{c.component}] {c.summary} — predicts fixes {c.predicted_fixes or '-'}, "
                       f"risks {c.predicted_regressions or '-'}, replay at risk {c.replay_at_risk or '-'} "
                       f"({(c.commit or '')[:10]})" for c in accepted)
             + (f"; {len(rejected)} rejected by the gate: " + ", ".join(f"{c.id} ({'; '.join(c.gate_errors)[:200]})" for c in rejected) if rejected else "")
-            + f"; harness tagged iter-{it:03d} ({head[:10]})"
+            + (f"; harness tagged iter-{it:03d} ({head[:10]})" if label == "evolve" else f"; harness at {head[:10]}")
         )
 
     # ------------------------------------------------------------------ budgets
@@ -340,7 +353,7 @@ def mock_endpoints(cfg: ExperimentConfig):
     with contextlib.ExitStack() as stack:
         urls = {
             role: stack.enter_context(mock_endpoint(getattr(cfg.mock_policies, role)))
-            for role in ("agent", "debugger", "evolve")
+            for role in ("agent", "debugger", "evolve", "explore")
         }
         yield urls
 

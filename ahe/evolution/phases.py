@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict
 from rich.console import Console
@@ -27,6 +27,9 @@ from ahe.rollout.executor import Executor
 from ahe.rollout.models import RunResults
 from ahe.rollout.scheduler import RolloutConfig, run_rollouts
 from ahe.run_folder import Attribution, HarnessRef, RollbackReport, RunFolder, write_model
+
+if TYPE_CHECKING:
+    from evolve_agent import EvolveLimits
 
 
 class StopRequested(Exception):
@@ -59,6 +62,7 @@ class RolloutOutcome(BaseModel):
 class EvolveOutcome(BaseModel):
     manifest: Manifest
     usage: Usage
+    variant_rollouts: Usage | None = None  # best-of-N: the agent tokens of evaluating the variants
 
 
 def rollout_config(ctx: PhaseContext) -> RolloutConfig:
@@ -176,25 +180,74 @@ def _replay_settings(ctx: PhaseContext) -> Any:
     return replay if replay.reexec_sandbox else replay.model_copy(update={"reexec_sandbox": ctx.cfg.sandbox})
 
 
-async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
-    """The evolve agent edits the harness (each change validated and committed); tag iter-t."""
-    from evolve_agent import EvolveLimits, run_evolve_phase
+def evolve_limits(ctx: PhaseContext) -> "EvolveLimits":
+    from evolve_agent import EvolveLimits
 
-    if ctx.evolve is not None:
+    return EvolveLimits(max_turns=ctx.cfg.evolve.max_turns, wall_clock_sec=ctx.cfg.evolve.wall_clock_sec,
+                        replay=_replay_settings(ctx))
+
+
+async def explore_phase(ctx: PhaseContext, it: int) -> EvolveOutcome | None:
+    """Iteration 1 with `explore.sources`: the explore agent seeds skills (docs/explore.md)."""
+    e = ctx.cfg.explore
+    if it != 1 or not e.sources:
+        return None
+    from explore_agent import ExploreLimits, run_explore_phase
+
+    manifest = await run_explore_phase(
+        repo=ctx.repo, sources=e.sources, out_dir=ctx.run.iteration(it).explore, role=ctx.roles["explore"],
+        tasks_dir=ctx.tasks_dir, iteration=it,
+        limits=ExploreLimits(max_turns=e.max_turns, wall_clock_sec=e.wall_clock_sec, max_source_mb=e.max_source_mb),
+    )
+    ctx.repo.discard_uncommitted()
+    return EvolveOutcome(manifest=manifest, usage=Usage.model_validate(manifest.usage or {}))
+
+
+def explored_changes(ctx: PhaseContext, it: int) -> tuple[ChangeEntry, ...]:
+    """The explore agent's accepted skills of this iteration: they open its evolve manifest."""
+    m = ctx.run.iteration(it).explore_manifest()
+    return tuple(m.accepted()) if m is not None else ()
+
+
+async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
+    """The evolve agent edits the harness (each change validated and committed); tag iter-t.
+
+    With `variants: N` the phase is best-of-N (`ahe.evolution.variants`); the rollouts of the
+    variants' evaluation are returned as `variant_rollouts` so the budgets count them.
+    """
+    from ahe.harness.manifest import write_manifest
+    from evolve_agent import run_evolve_phase
+    from evolve_agent.phase import AgentSpec
+    from evolve_agent.summary import write_summary
+
+    if ctx.evolve is not None:  # a scripted evolve phase (ahe simulate)
         manifest = await ctx.evolve(repo=ctx.repo, iteration=it, out_dir=ctx.run.iteration(it).evolve, tasks_dir=ctx.tasks_dir)
         ctx.repo.discard_uncommitted()
         ctx.repo.tag(f"iter-{it:03d}")
         return EvolveOutcome(manifest=manifest, usage=Usage.model_validate(manifest.usage or {}))
-    manifest = await run_evolve_phase(
-        repo=ctx.repo,
-        experiment_dir=ctx.run.root,
-        iteration=it,
-        out_dir=ctx.run.iteration(it).evolve,
-        role=ctx.roles["evolve"],
-        tasks_dir=ctx.tasks_dir,
-        limits=EvolveLimits(max_turns=ctx.cfg.evolve.max_turns, wall_clock_sec=ctx.cfg.evolve.wall_clock_sec,
-                            replay=_replay_settings(ctx)),
-    )
+    prior = explored_changes(ctx, it)
+    variant_rollouts = None
+    if ctx.cfg.variants > 1:
+        from ahe.evolution.variants import run_variants
+
+        manifest, usage, variant_rollouts = await run_variants(ctx, it, prior)
+        out = ctx.run.iteration(it).evolve
+        out.mkdir(parents=True, exist_ok=True)
+        manifest.head_commit = ctx.repo.head()
+        write_manifest(out / "manifest.json", manifest)
+        write_summary(out / "summary.md", manifest)
+    else:
+        manifest = await run_evolve_phase(
+            repo=ctx.repo,
+            experiment_dir=ctx.run.root,
+            iteration=it,
+            out_dir=ctx.run.iteration(it).evolve,
+            role=ctx.roles["evolve"],
+            tasks_dir=ctx.tasks_dir,
+            limits=evolve_limits(ctx),
+            agent=AgentSpec(prior_changes=prior),
+        )
+        usage = Usage.model_validate(manifest.usage or {})
     ctx.repo.discard_uncommitted()
     ctx.repo.tag(f"iter-{it:03d}")
-    return EvolveOutcome(manifest=manifest, usage=Usage.model_validate(manifest.usage or {}))
+    return EvolveOutcome(manifest=manifest, usage=usage, variant_rollouts=variant_rollouts)

@@ -87,6 +87,7 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
         "iteration": it,
         "id": c.id,
         "kind": c.kind,
+        "origin": c.origin,  # evolve, or explore (docs/explore.md)
         "component": c.component,
         "files": list(c.files),
         "summary": c.summary,
@@ -140,7 +141,14 @@ def _iteration_row(run: RunFolder, it: int, scores: Scores, state: LoopState, ch
         "policy": att.strictness if att else None,
         "evidence": [e.model_dump(mode="json") for e in att.evidence] if att else [],
         "reeval": att.reeval.model_dump(mode="json", exclude={"harnesses"}) if att and att.reeval else None,
+        # best-of-N (docs/variants.md): every variant of this round, the chosen one and the others' branches
+        "variants": _variants(run, it),
     }
+
+
+def _variants(run: RunFolder, it: int) -> dict | None:
+    report = run.iteration(it).variants_report()
+    return report.model_dump() if report is not None else None
 
 
 def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
@@ -236,6 +244,14 @@ def render_audit(audit: dict, console: Any) -> None:
         console.print(f"[bold]{head}[/]")
         if it.get("swe_ci"):
             console.print("  SWE-CI  " + "  ".join(f"{k} {v:.3f}" for k, v in it["swe_ci"].items()))
+        if it.get("variants"):
+            v = it["variants"]
+            console.print(f"  best of {len(v['variants'])} variants by {v['rule']}: variant {v['chosen']} ({v['reason']})")
+            for r in v["variants"]:
+                p1 = "n/a" if r["pass_at_1"] is None else f"{r['pass_at_1']:.3f}"
+                console.print(f"    {'*' if r['chosen'] else ' '} v{r['n']} branch {r['branch']} ({(r['head_commit'] or '')[:10]}): "
+                              f"pass@1 {p1}, changes {', '.join(r['accepted']) or '-'}"
+                              + (f", rejected {', '.join(r['rejected'])}" if r["rejected"] else ""))
         if not it["changes"]:
             if it["final_evaluation"] and it["manifest"].startswith("none"):
                 console.print("  final evaluation of the last harness: no evolve phase")

@@ -14,6 +14,8 @@ from ahe.run_folder.decisions import (
     RollbackRecord,
     RollbackReport,
     TaskEvidenceRecord,
+    VariantRecord,
+    VariantsReport,
     Verdict,
 )
 from ahe.run_folder.folder import HarnessRef, IterationFolder, RunFolder, read_json, read_model, write_model
@@ -21,6 +23,6 @@ from ahe.run_folder.records import PHASES, IterationScore, LoopState, Scores
 
 __all__ = [
     "PHASES", "Attribution", "ChangeVerdict", "HarnessRef", "IterationFolder", "IterationScore", "LoopState",
-    "PredictionScore", "ReevalHarness", "ReevalSummary", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "Verdict", "read_json",
+    "PredictionScore", "ReevalHarness", "ReevalSummary", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "VariantRecord", "VariantsReport", "Verdict", "read_json",
     "read_model", "write_model",
 ]

@@ -121,4 +121,31 @@ class RollbackReport(BaseModel):
     rolled_back: list[RollbackRecord] = Field(default_factory=list)
 
 
+class VariantRecord(BaseModel):
+    n: int
+    branch: str
+    head_commit: str | None = None
+    accepted: list[str] = Field(default_factory=list)  # change ids that passed the gate
+    rejected: list[str] = Field(default_factory=list)
+    pass_at_1: float | None = None
+    n_trials: int = 0
+    tokens_per_trial: float | None = None
+    successes_per_mtok: float | None = None
+    evolve_tokens: int = 0
+    rollout_tokens: int = 0
+    infra_error: str | None = None
+    chosen: bool = False
+
+
+class VariantsReport(BaseModel):
+    """iterations/NNN/variants/variants.json: best-of-N of one round (docs/variants.md)."""
+
+    iteration: int
+    base_commit: str
+    rule: str
+    chosen: int | None = None
+    reason: str = ""
+    variants: list[VariantRecord] = Field(default_factory=list)
+
+
 Attribution.model_rebuild()

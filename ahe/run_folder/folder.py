@@ -116,6 +116,32 @@ class IterationFolder:
         """reeval-harness/<harness-tag>/: the files of each re-evaluated harness (a git archive)."""
         return self.root / "reeval-harness"
 
+    @property
+    def explore(self) -> Path:
+        """The explore agent's phase (iteration 1 only): sources/, manifest.json, trajectory."""
+        return self.root / "explore"
+
+    def explore_manifest(self) -> Manifest | None:
+        return read_model(self.explore / "manifest.json", Manifest)
+
+    @property
+    def variants(self) -> Path:
+        """Best-of-N (docs/variants.md): variants.json and one folder per variant."""
+        return self.root / "variants"
+
+    @property
+    def variants_json(self) -> Path:
+        return self.variants / "variants.json"
+
+    def variants_report(self) -> "VariantsReport | None":
+        from ahe.run_folder.decisions import VariantsReport
+
+        return read_model(self.variants_json, VariantsReport)
+
+    def variant(self, n: int) -> Path:
+        """Variant n: workspace/ (its own clone), evolve/ (manifest, trajectory), rollouts/, results.json."""
+        return self.variants / f"v{n}"
+
     def trial_dir(self, task: str, trial: int) -> Path:
         return self.rollouts / task / f"trial-{trial}"
 

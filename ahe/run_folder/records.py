@@ -6,7 +6,9 @@ from pydantic import BaseModel, Field
 
 from ahe.runtime.trace import now_iso
 
-PHASES = ("rollout", "attribution", "rollback", "debug", "evolve")
+# "explore" runs only in iteration 1 when the config has explore sources (docs/explore.md);
+# elsewhere it is marked done at once, so older loop states resume unchanged.
+PHASES = ("rollout", "attribution", "rollback", "debug", "explore", "evolve")
 
 
 class LoopState(BaseModel):
