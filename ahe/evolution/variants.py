@@ -24,14 +24,18 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import git
+
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.harness.repo import HarnessRepo
 from ahe.llm.types import Usage
 from ahe.rollout.models import RunResults
 from ahe.run_folder import VariantRecord, VariantsReport, read_model, write_model
+
+if TYPE_CHECKING:
+    from ahe.evolution.phases import PhaseContext
 
 Rule = Literal["pass_at_1", "successes_per_mtok"]
 
