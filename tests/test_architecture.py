@@ -26,6 +26,7 @@ LAYERS = [
     "ahe.run_folder",
     "debugger",
     "evolve_agent",
+    "explore_agent",
     "ahe.config",
     "ahe.evolution",
     "ahe.report",
@@ -66,7 +67,7 @@ def _imports(path: Path) -> set[str]:
 
 def _edges() -> set[tuple[str, str, str]]:
     edges = set()
-    for pkg in ("ahe", "debugger", "evolve_agent"):
+    for pkg in ("ahe", "debugger", "evolve_agent", "explore_agent"):
         for f in (ROOT / pkg).rglob("*.py"):
             if SKIP_PARTS & set(f.relative_to(ROOT).parts):
                 continue
@@ -119,7 +120,7 @@ def test_the_layer_graph_has_no_cycle() -> None:
 
 def test_every_package_module_belongs_to_a_layer() -> None:
     orphans = []
-    for pkg in ("ahe", "debugger", "evolve_agent"):
+    for pkg in ("ahe", "debugger", "evolve_agent", "explore_agent"):
         for f in (ROOT / pkg).rglob("*.py"):
             if SKIP_PARTS & set(f.relative_to(ROOT).parts):
                 continue
