@@ -63,7 +63,10 @@ class TrialContext:
         for client in self._clients.values():
             close = getattr(client, "aclose", None)
             if close is not None:
-                await close()
+                try:
+                    await close()
+                except Exception:  # a pool that fails to close loses no result
+                    pass
 
 
 def load_result(trial_dir: Path) -> TrialResult | None:
