@@ -44,10 +44,12 @@ def _world(n_tasks: int = 16) -> World:
     return w
 
 
-def _loop(tmp: Path, world: World, policy: str, executor: SimulatedExecutor | None = None, *, iterations: int = 2) -> EvolutionLoop:
+def _loop(tmp: Path, world: World, policy: str, executor: SimulatedExecutor | None = None, *, iterations: int = 2,
+          reeval_share: float = 0.5) -> EvolutionLoop:
     tasks = write_tasks(tmp / "tasks", len(world.base))
     cfg = ExperimentConfig(tasks=tasks, iterations=iterations, k=2, concurrency=1, retry_infra=0,
-                           attribution=AttributionSettings(strictness=policy), debugger=DebuggerSettings(enabled=False))
+                           attribution=AttributionSettings(strictness=policy, reeval_share=reeval_share),
+                           debugger=DebuggerSettings(enabled=False))
     return EvolutionLoop(cfg, tmp / f"run-{policy}", executor=executor or SimulatedExecutor(world), evolve=ScriptedEvolve(world))
 
 
@@ -119,12 +121,12 @@ class _Killed(Exception):
 class _KillAfter(SimulatedExecutor):
     """Dies like a SIGKILL after `limit` re-evaluation trials (rounds run normally)."""
 
-    def __init__(self, world: World, limit: int) -> None:
+    def __init__(self, world: World, limit: int, only: str = "") -> None:
         super().__init__(world)
-        self.limit, self.reevals = limit, 0
+        self.limit, self.reevals, self.only = limit, 0, only  # `only`: count trials whose harness tag starts so
 
     async def run(self, specs, *, on_event=None):  # type: ignore[override]
-        if specs and "reeval" in specs[0].trial_dir.parts:
+        if specs and "reeval" in specs[0].trial_dir.parts and specs[0].trial_dir.parent.name.startswith(self.only):
             room = self.limit - self.reevals
             if len(specs) > room:  # the first `room` trials finish, then the process dies
                 await super().run(specs[:room], on_event=on_event)
@@ -163,6 +165,61 @@ def test_reevaluation_resumes_after_a_kill_and_never_reruns_a_finished_trial(tmp
     assert [(c["change_id"], c["verdict"]) for c in strip(a)] == [(c["change_id"], c["verdict"]) for c in strip(b)]
     reeval = json.loads((run / "iterations" / "002" / "reeval.json").read_text())
     assert reeval["spent"] == json.loads((whole.run.root / "iterations" / "002" / "reeval.json").read_text())["spent"]
+
+
+def _lucky_world() -> World:
+    """One change that truly hurts (a fix to 0.52 on one task, a 0.98 → 0.08 break on another);
+    on seed 5 its round is lucky: raw pass@1 and the round's pooled evidence both rate it best."""
+    names = task_names(16)
+    base = {t: (0.02 if i < 6 else 0.98) for i, t in enumerate(names)}
+    w = World(seed=5, cap=0.97, base=base)
+    c = TrueChange(uid="c001-1-lucky", iteration=1, index=0, kind="mixed", effects={names[0]: 0.5, names[10]: -0.9},
+                   predicted_fixes=[names[0]])
+    w.changes[c.uid] = c
+    return w
+
+
+def _best(run: Path) -> tuple[dict, dict]:
+    decision = json.loads((run / "iterations" / "002" / "reeval.json").read_text())["best"]
+    return decision, {c["commit"]: c["state"] for c in decision["candidates"]}
+
+
+def test_hbest_reevaluates_a_close_lead_and_a_lucky_round_does_not_win(tmp_path: Path) -> None:
+    world = _lucky_world()
+    loop = _loop(tmp_path, world, "noise", iterations=1, reeval_share=2.0)
+    _run(loop)
+    run = loop.run.root
+    scores = json.loads((run / "scores.json").read_text())
+    raw = {s["iteration"]: s["pass_at_1"] for s in scores["iterations"]}
+    assert raw[2] > raw[1]  # by raw pass@1 the round of the harmful change wins
+    decision, states = _best(run)
+    assert states[decision["leader_before"]] == ["001/chg-1"]  # so does the pooled evidence before re-evaluation
+    assert decision["reeval_tasks"] == ["sim-task-001", "sim-task-011"] and decision["spent"] > 0
+    assert len(list(run.glob("iterations/002/reeval/*/hbest-002-*/trial-*/result.json"))) == decision["spent"]
+    assert states[decision["best_commit"]] == [] and decision["p_lead"] > 0.5
+    assert world.pass_at_1(set()) > world.pass_at_1({"c001-1-lucky"})  # the declared best is truly better
+    assert scores["best_commit"] == decision["best_commit"]
+    att = json.loads((run / "iterations" / "002" / "reeval.json").read_text())
+    assert scores["iterations"][1]["reeval_trials"] == att["spent"] + decision["spent"]
+    shown = subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(run)], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "H_best" in shown.stdout and "sim-task-011" in shown.stdout
+
+
+def test_hbest_reevaluation_resumes_after_a_kill(tmp_path: Path) -> None:
+    world = _lucky_world()
+    whole = _loop(tmp_path / "a", world, "noise", iterations=1, reeval_share=2.0)
+    _run(whole)
+    killed = _loop(tmp_path / "b", world, "noise", _KillAfter(world, limit=7, only="hbest-"), iterations=1, reeval_share=2.0)
+    with pytest.raises(_Killed):  # dies in the middle of H_best's second batch of re-evaluation trials
+        _run(killed)
+    run = killed.run.root
+    finished = {p.parent for p in run.glob("iterations/002/reeval/*/hbest-*/trial-*/result.json")}
+    assert len(finished) == 7 and json.loads((run / "iterations" / "002" / "reeval.json").read_text())["best"] is None
+    rec = _Recording(world)
+    _run(_loop(tmp_path / "b", world, "noise", rec, iterations=1, reeval_share=2.0), resume=True)
+    assert not finished & set(rec.ran)
+    (a, sa), (b, sb) = _best(whole.run.root), _best(run)
+    assert (sa[a["best_commit"]], a["spent"], a["p_lead"]) == (sb[b["best_commit"]], b["spent"], b["p_lead"])
 
 
 def test_paper_is_todays_balanced_rule(tmp_path: Path) -> None:

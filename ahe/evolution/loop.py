@@ -170,7 +170,7 @@ class EvolutionLoop:
         elif phase == "rollback":
             self._record_rollback(scores, it, ctx.run.iteration(it).attribution(), rollback_phase(ctx, it))
             if self._best_later():
-                self._best_by_evidence(scores, it, repo)
+                await self._best_by_evidence(ctx, scores, it)
             if final:
                 repo.tag("final")
         elif phase == "debug":
@@ -262,16 +262,27 @@ class EvolutionLoop:
         """H_best by the pooled evidence (a `noise` policy) — that evidence is pass/fail counts."""
         return self.by_evidence and self.cfg.metric == PASS_RATE
 
-    def _best_by_evidence(self, scores: Scores, it: int, repo: HarnessRepo) -> None:
-        """H_best without the winner's curse (ahe.evolution.noise.best_by_evidence)."""
-        from ahe.evolution.noise import best_by_evidence
+    async def _best_by_evidence(self, ctx: PhaseContext, scores: Scores, it: int) -> None:
+        """H_best without the winner's curse: the leader's lead must pass the evidence test,
+        re-evaluating the two best harnesses when close (ahe.evolution.hbest)."""
+        from ahe.evolution.hbest import choose_best, record
 
-        r, commit, est = best_by_evidence(self.run, it, repo.head())
-        scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = r, commit, round(est, 6)
+        best, est, decision = await choose_best(ctx, it)
+        summary = record(self.run, it, decision)
+        scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = best.round, best.commit, round(est, 6)
         scores.best_metric_value = scores.best_pass_at_1
-        repo.tag("best", commit)
+        ctx.repo.tag("best", best.commit)
+        score = scores.get(it)
+        if score is not None and decision.spent:  # set, not added: a redone phase counts its finished trials again
+            score.reeval_trials = summary.spent + decision.spent
+            score.tokens["reeval"] = summary.tokens + decision.tokens
+            score.cost_usd["reeval"] = summary.cost_usd + decision.cost_usd
+            scores.upsert(score)
         self.run.save_scores(scores)
-        self.run.history(f"  - best harness by the evidence: {commit[:10]} (estimated pass@1 {est:.3f})")
+        lead = f"; P(lead) {decision.p_lead:.3f} over {(decision.runner_up or '')[:10]}" if decision.p_lead is not None else ""
+        again = f"; {decision.spent} re-evaluation trials on {', '.join(decision.reeval_tasks)}" if decision.spent else ""
+        self.run.history(f"  - best harness by the evidence: round {best.round} ({best.commit[:10]}, estimated pass@1 {est:.3f})"
+                         f"{lead}{again} — {decision.reason}")
 
     def _record_rollback(self, scores: Scores, it: int, att: Attribution | None, report: RollbackReport) -> None:
         score = scores.get(it)

@@ -60,8 +60,9 @@ def _manifest(run: RunFolder, it: int) -> list[ChangeEntry]:
     return [] if manifest is None or partial else manifest.accepted()
 
 
-def replay(run: RunFolder, it: int, *, complete: bool) -> Replay:
-    """History up to round `it`'s rollout; with `complete`, also its attribution, re-evaluation and rollback."""
+def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) -> Replay:
+    """History up to round `it`'s rollout; with `complete`, also its attribution, re-evaluation and rollback
+    (and, unless `best_of_it` is False, the trials H_best's choice after round `it` re-ran)."""
     rp = Replay()
     state: frozenset[str] = frozenset()
     for r in range(1, it + 1):
@@ -88,7 +89,7 @@ def replay(run: RunFolder, it: int, *, complete: bool) -> Replay:
                 if e.movement != "none" and not e.attributed_to:  # change did it, so the task's
                     for key in rp.states[r]:  # history before this round no longer pools
                         rp.ledger.touched.setdefault(key, set()).add(e.task)
-        _add_reevals(run, r, rp.ledger)
+        _add_reevals(run, r, rp.ledger, best=best_of_it or r < it)
         rb = folder.rollback()
         gone = {change_key(r - 1, x.change_id) for x in (rb.rolled_back if rb else []) if x.revert_commit}
         state = state - gone
@@ -99,12 +100,15 @@ def replay(run: RunFolder, it: int, *, complete: bool) -> Replay:
     return rp
 
 
-def _add_reevals(run: RunFolder, r: int, ledger: Ledger) -> None:
+def _add_reevals(run: RunFolder, r: int, ledger: Ledger, *, best: bool = True) -> None:
     from ahe.rollout.trial import load_result
 
     folder = run.iteration(r)
     info = read_model(folder.reeval_json, ReevalSummary)
-    for tag, h in (info.harnesses if info else {}).items():
+    harnesses = dict(info.harnesses) if info else {}
+    if info and info.best and best:
+        harnesses.update(info.best.harnesses)
+    for tag, h in harnesses.items():
         for task_dir in folder.reeval.glob(f"*/{tag}"):
             got = [res for res in (load_result(d) for d in task_dir.glob("trial-*")) if res is not None and not res.infra]
             ledger.add(task_dir.parent.name, frozenset(h.state), sum(x.passed for x in got), len(got))
@@ -333,21 +337,6 @@ def _state_of(rd: _Round, tag: str) -> frozenset[str]:
         return rd.after
     cid = tag.rsplit("-without-", 1)[-1]
     return rd.after - {rd.keys.get(cid, "")}
-
-
-def best_by_evidence(run: RunFolder, it: int, head_commit: str) -> tuple[int, str, float]:
-    """H_best without the winner's curse: every candidate harness is estimated task by task
-    from all the evidence about it (pooled across rounds), so a lucky round does not win; the
-    latest harness wins ties. Returns (round, commit, estimated pass@1)."""
-    rp = replay(run, it, complete=True)
-    cands = [(r, rp.commits[r], st) for r, st in rp.states.items()] + [(it, head_commit, rp.now)]
-    best: tuple[int, str, float] | None = None
-    for r, commit, st in cands:
-        est = sum(rp.ledger.pooled(t, st).mean for t in rp.tasks) / max(1, len(rp.tasks))
-        if best is None or est >= best[2] - 1e-9:
-            best = (r, commit, est)
-    assert best is not None
-    return best
 
 
 class NoisePolicy:

@@ -211,7 +211,20 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         },
         "components": components,
         "figures": build_figures(run, pooled=overall),
+        "best_decisions": best_decisions(run),
     }
+
+
+def best_decisions(run: RunFolder) -> list[dict]:
+    """H_best's choice after each rollback under the noise policy (reeval.json `best`), as JSON."""
+    from ahe.run_folder import ReevalSummary, read_model
+
+    out = []
+    for it in run.iterations():
+        info = read_model(run.iteration(it).reeval_json, ReevalSummary)
+        if info is not None and info.best is not None:
+            out.append({"iteration": it, **info.best.model_dump(mode="json", exclude={"harnesses"})})
+    return out
 
 
 # ---------------------------------------------------------------- human output
@@ -285,6 +298,8 @@ def render_audit(audit: dict, console: Any) -> None:
     console.print()
     console.print(_prediction_table("Overall (pooled over judged iterations)", ov["fix_predictions"],
                                     ov["regression_predictions"], pooled=True, replayed=ov))
+    if audit.get("best_decisions"):
+        console.print(_best_table(audit["best_decisions"]))
     t = Table(title="Changes per component class")
     for col in ("component", "changes", *VERDICT_COLUMNS, "keep rate"):
         t.add_column(col.replace("_", " "), justify="left" if col == "component" else "right")
@@ -308,6 +323,23 @@ def _evidence_table(it: dict) -> Any:
     for e in it["evidence"]:
         t.add_row(e["task"], f"{e['before'][0]}/{e['before'][1]}", f"{e['after'][0]}/{e['after'][1]}", str(e["history_trials"]),
                   str(e["reeval_trials"]), f"{e['p_up']:.3f}", e["movement"], ", ".join(e["attributed_to"]) or "-", e["how"])
+    return t
+
+
+def _best_table(rows: list[dict]) -> Any:
+    """H_best without the winner's curse: the two best harnesses, the tasks re-run, the lead's posterior."""
+    from rich.table import Table
+
+    t = Table(title="H_best after each rollback (the leader's lead must pass the evidence test)")
+    for col in ("after iteration", "leader before", "declared best", "runner-up", "differ on", "re-run", "trials",
+                "P(lead)", "why"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        est = {c["commit"]: c["estimate"] for c in r["candidates"]}
+        name = lambda c: f"{c[:10]} ({est[c]:.3f})" if c else "-"  # noqa: E731
+        t.add_row(str(r["iteration"]), name(r["leader_before"]), f"round {r['best_round']}: {name(r['best_commit'])}",
+                  name(r["runner_up"]), ", ".join(r["tasks"]) or "-", ", ".join(r["reeval_tasks"]) or "-",
+                  f"{r['spent']} of {r['budget']}", "-" if r["p_lead"] is None else f"{r['p_lead']:.3f}", r["reason"])
     return t
 
 

@@ -11,6 +11,8 @@ from ahe.run_folder.decisions import (
     PredictionScore,
     ReevalHarness,
     ReevalSummary,
+    BestCandidate,
+    BestDecision,
     RollbackRecord,
     RollbackReport,
     TaskEvidenceRecord,
@@ -23,6 +25,6 @@ from ahe.run_folder.records import PHASES, IterationScore, LoopState, Scores
 
 __all__ = [
     "PHASES", "Attribution", "ChangeVerdict", "HarnessRef", "IterationFolder", "IterationScore", "LoopState",
-    "PredictionScore", "ReevalHarness", "ReevalSummary", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "VariantRecord", "VariantsReport", "Verdict", "read_json",
+    "PredictionScore", "ReevalHarness", "ReevalSummary", "BestCandidate", "BestDecision", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "VariantRecord", "VariantsReport", "Verdict", "read_json",
     "read_model", "write_model",
 ]

@@ -90,6 +90,34 @@ class ReevalHarness(BaseModel):
     state: list[str]  # the changes present ("NNN/chg-k"), so later rounds can pool these trials
 
 
+class BestCandidate(BaseModel):
+    round: int  # the iteration that evaluated it (the last iteration for the harness after its rollback)
+    commit: str
+    state: list[str]
+    estimate: float  # estimated pass@1 from all pooled evidence about it
+
+
+class BestDecision(BaseModel):
+    """H_best without the winner's curse: how the best harness was declared after this rollback."""
+
+    candidates: list[BestCandidate]  # distinct harnesses, best first
+    leader_before: str | None = None  # commit of the harness the pooled evidence rated best before re-evaluation
+    best_round: int  # the harness declared best: the round that evaluated it, its commit
+    best_commit: str
+    runner_up: str | None = None  # commit of the runner-up
+    tasks: list[str] = Field(default_factory=list)  # tasks where best and runner-up differ
+    reeval_tasks: list[str] = Field(default_factory=list)  # of those, the ones re-run on both harnesses
+    p_lead: float | None = None  # posterior P(best's pass@1 on those tasks > runner-up's)
+    decisive: bool = False  # p_lead reached the verdict threshold (0.9)
+    budget: int = 0  # re-evaluation trials left to it by the attribution of this iteration
+    spent: int = 0
+    run_now: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    reason: str = ""
+    harnesses: dict[str, ReevalHarness] = Field(default_factory=dict)  # tag -> harness of its trials
+
+
 class ReevalSummary(BaseModel):
     """reeval.json of iteration t: what targeted re-evaluation spent and on which harnesses."""
 
@@ -100,6 +128,7 @@ class ReevalSummary(BaseModel):
     cost_usd: float = 0.0
     prior: tuple[float, float] | None = None  # the Beta prior fitted to the run's tasks
     harnesses: dict[str, ReevalHarness] = Field(default_factory=dict)  # tag -> harness
+    best: BestDecision | None = None  # H_best's re-evaluation after this iteration's rollback (trials not in `spent`)
 
 
 class RollbackRecord(BaseModel):
