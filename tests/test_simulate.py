@@ -203,6 +203,8 @@ def test_hbest_reevaluates_a_close_lead_and_a_lucky_round_does_not_win(tmp_path:
     assert scores["iterations"][1]["reeval_trials"] == att["spent"] + decision["spent"]
     shown = subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(run)], capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "H_best" in shown.stdout and "sim-task-011" in shown.stdout
+    report = subprocess.run([sys.executable, "-m", "ahe.cli", "report", str(run)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0 and 'id="best-decision"' in (run / "report.html").read_text()
 
 
 def test_hbest_reevaluation_resumes_after_a_kill(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ After the last iteration the final harness is evaluated too (rollout, attributio
 rollback; no new edits), so the last manifest's predictions are checked like every other.
 H_best is the evaluated harness with the highest pass@1 — or, with `metric: KEY`, the highest
 mean of that reward key (ties keep the earlier one); under a policy that judges by evidence
-(`noise`) and the pass rate, the harness the pooled evidence rates best (docs/decisions.md).
+(`noise`) and the pass rate, the harness the pooled evidence rates best, its lead re-evaluated
+when close (ahe.evolution.hbest, docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -249,6 +249,14 @@ def _figures(run: RunFolder) -> dict[str, Any]:
             "attribution_svg": html_figures.attribution_chart(figures["self_attribution"])}
 
 
+def _last_best_decision(run: RunFolder) -> dict | None:
+    """How the current H_best was declared under the noise policy (reeval.json `best`), if it was."""
+    from ahe.report.audit import best_decisions
+
+    rows = best_decisions(run)
+    return rows[-1] if rows else None
+
+
 def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     """Everything the template needs, from whatever is in the run folder right now."""
     run = RunFolder(run_dir)
@@ -268,7 +276,7 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         "title": f"AHE report — {_experiment_name(run)}",
         "run_dir": str(run.root), "status": status, "finished": state.finished,
         "iterations": its, "best_iteration": best_it, "best_pass_at_1": scores.best_pass_at_1,
-        "best_commit": scores.best_commit, "points": points,
+        "best_commit": scores.best_commit, "points": points, "best_decision": _last_best_decision(run),
         "curve_svg": svg.pass_curve(points, best_it),
         "heatmap_svg": svg.heatmap(sorted(tasks), its, _heatmap_cells(its, tasks, results, state)),
         "legend_svg": svg.heatmap_legend(),

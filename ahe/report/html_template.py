@@ -47,6 +47,8 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
  · iterations: {{ iterations|length }}
 {% if best_iteration is not none %} · best: iteration {{ best_iteration }}{% if metric != "pass_rate" and best_metric_value is not none %} (mean {{ metric }} {{ "%.3f"|format(best_metric_value) }}){% elif best_pass_at_1 is not none %} (pass@1 {{ "%.3f"|format(best_pass_at_1) }}){% endif %}{% if best_commit %}, commit <code>{{ best_commit[:12] }}</code>{% endif %}{% endif %}
  · infrastructure errors: {{ infra_total }}</p>
+{% if best_decision %}{% set bd = best_decision %}<p class="meta" id="best-decision">H<sub>best</sub> by the evidence (after iteration {{ bd.iteration }}):
+{% if bd.p_lead is not none %}P(its lead over <code>{{ (bd.runner_up or '')[:12] }}</code> on {{ bd.tasks|join(', ') }}) = {{ "%.3f"|format(bd.p_lead) }}{% endif %}{% if bd.spent %}, after {{ bd.spent }} re-evaluation trials of {{ bd.reeval_tasks|join(', ') }} on both{% endif %}{% if bd.leader_before and bd.leader_before != bd.best_commit %} (before them the evidence favoured <code>{{ bd.leader_before[:12] }}</code>){% endif %} — {{ bd.reason }}.</p>{% endif %}
 <nav>Sections: <a href="#sec-curve">pass@1</a> · <a href="#sec-heatmap">tasks</a> · <a href="#sec-timeline">changes</a>
  · <a href="#sec-predictions">predictions</a> · <a href="#sec-figures">figures</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
 </header>
