@@ -114,20 +114,20 @@ async def choose_best(ctx: Any, it: int) -> tuple[Candidate, float, BestDecision
         led = e.ledger()
         ranked = e.ranked(led)
         if len(ranked) < 2:
-            return _decide(e, led, ranked, [], None, leader_before, reeval_tasks, "the only harness evaluated")
+            return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the only harness evaluated")
         (_, a), (_, b) = ranked[0], ranked[1]
         leader_before = a.commit if leader_before is None else leader_before
         tasks = differing_tasks(led, rp.tasks, a, b)
         if not tasks:
-            return _decide(e, led, ranked, tasks, None, leader_before, reeval_tasks,
+            return _decide(e, ranked, tasks, None, leader_before, reeval_tasks,
                            "the two best harnesses differ on no task's evidence: the latest wins")
         p = e.p_lead(led, a, b, tasks, seed=it)
         if p >= KEEP_AT or p <= 1 - KEEP_AT:
-            return _decide(e, led, ranked, tasks, p, leader_before, reeval_tasks, "the lead is decisive by the evidence")
+            return _decide(e, ranked, tasks, p, leader_before, reeval_tasks, "the lead is decisive by the evidence")
         order = sorted((t for t in tasks if max(ev.have(t, a.tag).n, ev.have(t, b.tag).n) < MAX_EXTRA),
                        key=lambda t: (-e.spread(led, t, a, b), t))
         if ev.left < 2 or not order:
-            return _decide(e, led, ranked, tasks, p, leader_before, reeval_tasks,
+            return _decide(e, ranked, tasks, p, leader_before, reeval_tasks,
                            "not decisive; the re-evaluation budget is spent" if ev.left < 2 else
                            f"not decisive after {MAX_EXTRA} re-evaluation trials per task and harness")
         for c in (a, b):
@@ -142,7 +142,7 @@ async def choose_best(ctx: Any, it: int) -> tuple[Candidate, float, BestDecision
             raise StopRequested()
 
 
-def _decide(e: _Evidence, led: Ledger, ranked: list[tuple[float, Candidate]], tasks: list[str], p: float | None,
+def _decide(e: _Evidence, ranked: list[tuple[float, Candidate]], tasks: list[str], p: float | None,
             leader_before: str | None, reeval_tasks: set[str], reason: str) -> tuple[Candidate, float, BestDecision]:
     est, best = ranked[0]
     runner = ranked[1][1] if len(ranked) > 1 else None
