@@ -42,7 +42,8 @@ def _bwrap() -> Check:
 
 def _docker() -> Check:
     if shutil.which("docker") is None and shutil.which("dockerd") is None:
-        return Check("docker", False, "no docker client or engine found", "apt-get install -y docker.io", required=False)
+        return Check("docker engine (docker sandbox)", False, "no docker client or engine found",
+                     "apt-get install -y docker.io", required=False)
     try:
         from ahe.sandbox.docker import engine_status
 
