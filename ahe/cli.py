@@ -327,18 +327,21 @@ def mock_serve(
 
 
 def main() -> None:
+    from ahe.tempdirs import sweep_stale
+
+    sweep_stale()  # temporary folders of AHE processes that were killed outright
     _register_subapps()
     try:
         app()
     except AheError as exc:
         from rich.console import Console
 
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
         sys.exit(2)
     except InfrastructureError as exc:
         from rich.console import Console
 
-        Console(stderr=True).print(f"[bold red]infrastructure error ({exc.kind}):[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]infrastructure error ({exc.kind}):[/] {exc}", highlight=False)
         sys.exit(3)
 
 

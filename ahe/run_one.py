@@ -32,7 +32,7 @@ def run_one(
     from ahe.runtime import Session, load_agent
     from ahe.sandbox.local import LocalSandbox
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # whole lines in a log file
     agent = load_agent(workspace)
     task = None
     if task_dir is not None:

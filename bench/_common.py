@@ -214,6 +214,20 @@ def peer_python() -> Path | None:
     return p if p.exists() else None
 
 
+def parse_peers(value: str, valid: Iterable[str], parser: Any) -> list[str]:
+    """The `--peers` comma list; an unknown name ends the script with one sentence listing the valid ones."""
+    valid = list(valid)
+    if value.strip() == "none":
+        return []
+    names = [p.strip() for p in value.split(",") if p.strip()]
+    bad = [n for n in names if n not in valid]
+    if bad:
+        print(f"{parser.prog}: --peers: unknown peer {', '.join(repr(b) for b in bad)}; "
+              f"valid names are {', '.join(valid)} (comma list), or 'none'.", file=sys.stderr)
+        raise SystemExit(2)
+    return names
+
+
 def peer_versions(py: Path) -> dict[str, str | None]:
     code = ("import json\nfrom importlib.metadata import version, PackageNotFoundError\n"
             "out={}\nfor d in ('mini-swe-agent','litellm','openai-agents','smolagents','openai','httpx'):\n"

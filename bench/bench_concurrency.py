@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
-    BENCH, INSTRUCTION, REPO, WARMUP_INSTRUCTION, MockProcess, median, peer_python, peer_versions, step_policy,
+    BENCH, INSTRUCTION, REPO, WARMUP_INSTRUCTION, MockProcess, median, parse_peers, peer_python, peer_versions, step_policy,
     table, write_result,
 )
 
@@ -93,7 +94,10 @@ def ahe_worker(url: str, tool: str, sessions: int, calls: int) -> dict[str, Any]
                 "sessions_done": len(ok), "calls": sum(r.turns for r in ok), "errors": errors[:5],
                 "session_sec": [r.duration_sec for r in ok]}
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # a benchmark leaves nothing in /tmp
 
 
 # =========================================================================== sampling
@@ -197,7 +201,7 @@ def main() -> None:
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     notes = []
     py = peer_python()
-    if args.peers == "mini":
+    if parse_peers(args.peers, ["mini"], ap):
         if py is None:
             notes.append("mini-swe-agent skipped: no peer virtualenv (run bench/setup_peers.sh)")
         else:

@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     BENCH, INSTRUCTION, REPO, WARMUP_INSTRUCTION, MockProcess, median, ms, pct, peer_python, peer_versions,
-    replay_floor, session_steps, step_policy, table, write_result,
+    parse_peers, replay_floor, session_steps, step_policy, table, write_result,
 )
 
 # (label, harness, tool/env, kind)
@@ -159,7 +160,10 @@ def ahe_worker(url: str, tool: str, calls: int, instrument: bool) -> dict[str, A
             out["prof"] = {"rows": {str(k): v for k, v in prof.rows.items()}, "call_starts": prof.call_starts}
         return out
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # a benchmark leaves nothing in /tmp
 
 
 def ahe_stub_worker(calls: int, sessions: int = 7) -> dict[str, Any]:
@@ -194,7 +198,10 @@ def ahe_stub_worker(calls: int, sessions: int = 7) -> dict[str, Any]:
                 out.append((time.perf_counter() - t0) / res.turns)
         return out
 
-    per_step = asyncio.run(main())
+    try:
+        per_step = asyncio.run(main())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"ok": True, "per_step_sec": per_step}
 
 
@@ -266,7 +273,7 @@ def main() -> None:
 
     configs = list(AHE_CONFIGS)
     py = peer_python()
-    peers = [] if args.peers == "none" else [p.strip() for p in args.peers.split(",") if p.strip()]
+    peers = parse_peers(args.peers, PEER_CONFIGS, ap)
     notes = []
     if peers and py is None:
         notes.append("peers skipped: no peer virtualenv (run bench/setup_peers.sh)")

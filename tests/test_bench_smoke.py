@@ -68,3 +68,13 @@ def test_foresight_smoke(tmp_path):
     data = run("bench_foresight.py", tmp_path / "f.json", "--tasks", "2", "--trials", "1", "--turns", "3", "--runs", "1")
     assert [r["trials"] for r in data["speed"]] == [2, 2, 2]
     assert data["scenarios"]["union"]["recall"] == 1.0
+
+
+def test_bad_peer_name_is_one_sentence_listing_the_valid_ones():
+    for script, valid in (("bench_overhead.py", "mini, openai-agents, smolagents"), ("bench_concurrency.py", "mini")):
+        p = subprocess.run([sys.executable, str(BENCH / script), "--peers", "mini-swe-agent"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2
+        assert "Traceback" not in p.stderr
+        assert p.stderr.strip().count("\n") == 0, p.stderr
+        assert "'mini-swe-agent'" in p.stderr and valid in p.stderr

@@ -38,7 +38,7 @@ def evolve_command(
     overrides: dict,
     quiet: bool = False,
 ) -> Path:
-    console = Console(stderr=True, quiet=quiet)
+    console = Console(stderr=True, quiet=quiet, soft_wrap=True)  # whole lines in a log file
     if resume is not None:
         exp = resume / "experiment.yaml"
         if not exp.exists():

@@ -14,9 +14,15 @@ from ahe.rollout.models import RunResults, TrialResult, TrialSpec
 
 
 class Progress:
-    """Trials running / done / passing, infra errors, tokens, cost and an ETA, live."""
+    """Trials running / done / passing, infra errors, tokens, cost and an ETA.
 
-    def __init__(self, total: int, concurrency: int, console: Console, already_done: int = 0) -> None:
+    On a terminal it is one live line. Anywhere else (a log file, a pipe) a live line would be
+    glued to the next message, so it prints whole summary lines instead: one every
+    `summary_every` seconds at most, one when a tenth of the trials more have finished, and a
+    last one at the end."""
+
+    def __init__(self, total: int, concurrency: int, console: Console, already_done: int = 0,
+                 summary_every: float = 30.0) -> None:
         self.total, self.concurrency, self.console = total, concurrency, console
         self.running = self.done = self.passed = self.infra = self.tokens = 0
         self.already = already_done
@@ -24,15 +30,34 @@ class Progress:
         self.durations: list[float] = []
         self.nodes: dict[str, list[int]] = {}  # node label → [running, done, passed] (Ray executor)
         self.t0 = time.monotonic()
-        self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
+        self.summary_every = summary_every
+        self._last_line = self.t0
+        self._last_done = 0
+        self.live: Live | None = None
+        if console.is_terminal:
+            self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
 
     def __enter__(self) -> "Progress":
-        self.live.__enter__()
+        if self.live is not None:
+            self.live.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.live.update(self._render())
-        self.live.__exit__(*exc)
+        if self.live is not None:
+            self.live.update(self._render())
+            self.live.__exit__(*exc)
+        else:
+            self._print_line()
+
+    def _print_line(self) -> None:
+        self.console.print(self._render(), soft_wrap=True)
+        self._last_line, self._last_done = time.monotonic(), self.done
+
+    def _maybe_print_line(self) -> None:
+        """A summary line when enough time passed or a tenth of the trials more finished."""
+        step = max(1, self.total // 10)
+        if time.monotonic() - self._last_line >= self.summary_every or self.done - self._last_done >= step:
+            self._print_line()
 
     def on_event(self, kind: str, spec: TrialSpec, res: TrialResult | None, node: str | None = None, **_: str) -> None:
         if node is not None:
@@ -51,7 +76,10 @@ class Progress:
             self.tokens += res.usage.total_tokens
             self.cost += res.usage.cost_usd or 0.0
             self.durations.append(res.duration_sec)
-        self.live.update(self._render())
+        if self.live is not None:
+            self.live.update(self._render())
+        elif res is not None and self.done < self.total:
+            self._maybe_print_line()
 
     def _eta(self) -> str:
         if not self.durations:

@@ -43,7 +43,7 @@ def run_eval(
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
     if executor not in ("local", "ray"):
         raise AheError(f"--executor must be local or ray, not {executor!r}")
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # whole lines in a log file
     out = out or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
     with mock_endpoint(mock_policy) as url:
         if url:
@@ -71,6 +71,9 @@ def run_eval(
         plan = plan_rollouts(cfg, out)
         for line in plan.skipped_tasks:
             console.print(f"[red]skipped broken task:[/] {line}")
+        if plan.needs_docker:
+            console.print(f"[yellow]skipped {len(plan.needs_docker)} task(s) that need Docker "
+                          f"(run with --sandbox docker):[/] {', '.join(plan.needs_docker)}")
         total = len(plan.specs)
         if json_out or total == 0:
             results = asyncio.run(run_rollouts(cfg, out, plan=plan))
