@@ -44,6 +44,7 @@ class Plan(BaseModel):
     done: list[TrialResult]
     expected: dict[str, int]
     skipped_tasks: list[str] = Field(default_factory=list)  # broken tasks, with their error
+    needs_docker: list[str] = Field(default_factory=list)  # tasks that only run with --sandbox docker
 
 
 def trial_dir(out: Path, task: str, trial: int) -> Path:
@@ -69,11 +70,14 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     if not loaded.tasks and not loaded.errors:
         where = f" matching {', '.join(cfg.include)}" if cfg.include else ""
         raise AheError(f"--tasks {cfg.tasks_dir}: no task folders{where} (a task folder has a task.toml)")
-    specs, done, expected = [], [], {}
+    specs, done, expected, needs_docker = [], [], {}, []
     skipped = [f"{e.path}: {e.message}" for e in loaded.errors]
     for task in loaded.tasks:
         if not can_run(cfg.sandbox, task):
-            skipped.append(f"{task.path}: needs a Docker image (docker_image or environment/Dockerfile); run with --sandbox docker")
+            if task.runs_on == "docker":
+                needs_docker.append(task.name)
+            else:
+                skipped.append(f"{task.path}: the {cfg.sandbox} sandbox does not run {task.runs_on} tasks")
             continue
         expected[task.name] = cfg.k
         for n in range(1, cfg.k + 1):
@@ -94,7 +98,20 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
                     attempt=(prev.attempt + 1) if prev is not None else 1,
                 )
             )
-    return Plan(specs=specs, done=done, expected=expected, skipped_tasks=skipped)
+    if not expected:
+        raise AheError(_nothing_runs(cfg, skipped, needs_docker))
+    return Plan(specs=specs, done=done, expected=expected, skipped_tasks=skipped, needs_docker=needs_docker)
+
+
+def _nothing_runs(cfg: RolloutConfig, broken: list[str], needs_docker: list[str]) -> str:
+    """One sentence for a run in which no task can run: never an empty table that reads as a score of 0."""
+    parts = []
+    if needs_docker:
+        parts.append(f"{len(needs_docker)} need Docker (run with --sandbox docker)")
+    if broken:
+        parts.append(f"{len(broken)} are broken (first: {broken[0]})")
+    return (f"--tasks {cfg.tasks_dir}: no task can run under the {cfg.sandbox} sandbox: "
+            f"{'; '.join(parts)}; nothing was run.")
 
 
 async def run_rollouts(
