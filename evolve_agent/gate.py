@@ -23,13 +23,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Awaitable, Callable
 
 import git
 
 from ahe.harness.repo import IDENTITY, HarnessRepo
+from ahe.tempdirs import make_temp_dir
 from evolve_agent.context import discard_all
 from evolve_agent.leakage import LeakIndex, added_lines
 from ahe.harness.manifest import ChangeEntry, Manifest
@@ -47,8 +47,12 @@ class ScratchTree:
     """A throwaway clone (objects shared with the live repository) to build candidate trees."""
 
     def __init__(self, source: Path, base: str) -> None:
-        self.path = Path(tempfile.mkdtemp(prefix="ahe-gate-"))
-        self.repo = git.Repo.clone_from(str(source), str(self.path), shared=True, no_checkout=True)
+        self.path = make_temp_dir("gate")
+        try:
+            self.repo = git.Repo.clone_from(str(source), str(self.path), shared=True, no_checkout=True)
+        except BaseException:
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise
         with self.repo.config_writer() as cw:
             cw.set_value("user", "name", IDENTITY[0])
             cw.set_value("user", "email", IDENTITY[1])
@@ -126,12 +130,16 @@ class Gate:
         self.scratch = ScratchTree(repo.path, base_commit)
         self.accepted_head = base_commit
         self.leaks: LeakIndex | None = None
-        if tasks_dir is None:
-            self.notes.append("leakage lint skipped: no task folder was given")
-        else:
-            self.leaks = LeakIndex.from_tasks(Path(tasks_dir), public_text=_public_text(self.scratch.path))
-            if self.leaks.n_tasks == 0:
-                self.notes.append(f"leakage lint found no task folders under {tasks_dir}")
+        try:
+            if tasks_dir is None:
+                self.notes.append("leakage lint skipped: no task folder was given")
+            else:
+                self.leaks = LeakIndex.from_tasks(Path(tasks_dir), public_text=_public_text(self.scratch.path))
+                if self.leaks.n_tasks == 0:
+                    self.notes.append(f"leakage lint found no task folders under {tasks_dir}")
+        except BaseException:
+            self.scratch.close()  # the scratch clone never outlives a gate that failed to build
+            raise
 
     def close(self) -> None:
         self.scratch.close()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from ahe.harness.repo import HarnessRepo
 from ahe.llm.types import RoleConfig, Usage
 from ahe.run_folder import RunFolder
 from ahe.tasks.loader import task_folders
+from ahe.tempdirs import make_temp_dir
 from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, Confinement
 from evolve_agent.context import STATE_KEY, EvolveContext, EvolveLimits, discard_all
 from evolve_agent.gate import run_gate
@@ -164,7 +164,7 @@ async def _start_jail(workspace: Path, experiment_dir: Path | None, limits: Evol
     from ahe.sandbox.base import Mount
     from ahe.sandbox.local import LocalSandbox
 
-    app = Path(tempfile.mkdtemp(prefix="ahe-evolve-jail-"))
+    app = make_temp_dir("evolve-jail")
     mounts = [Mount(source=workspace, target=WORKSPACE_MOUNT, writable=True)]
     if (workspace / ".git").is_dir():
         mounts.append(Mount(source=workspace / ".git", target=f"{WORKSPACE_MOUNT}/.git", writable=False))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import inspect
 import json
 import shutil
-import tempfile
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from jsonschema import Draft202012Validator
 
 from ahe.runtime.middleware import HOOKS, overrides
 from ahe.runtime.tools import INJECTABLE, Tool
+from ahe.tempdirs import make_temp_dir
 
 MAX_DEPTH = 3
 SMOKE_DONE = "MOCK smoke session: done"
@@ -241,8 +241,8 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     token = uuid.uuid4().hex[:10]
     server = None
     own_trace = trace_dir is None
-    trace = Path(tempfile.mkdtemp(prefix="ahe-smoke-trace-")) if own_trace else Path(trace_dir)
-    app = Path(tempfile.mkdtemp(prefix="ahe-smoke-app-"))
+    trace = make_temp_dir("smoke-trace") if own_trace else Path(trace_dir)
+    app = make_temp_dir("smoke-app")
     sandbox = client = None
     try:
         if url is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -12,6 +14,35 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "harness_workspace"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the whole run (workers and every subprocess) a private TMPDIR, so leftovers can be seen.
+
+    Machine-wide lock files stay in the real temporary folder (AHE_LOCK_DIR): concurrent runs
+    must share them."""
+    if hasattr(config, "workerinput") or os.environ.get("AHE_TEST_TMPDIR"):
+        return
+    real = tempfile.gettempdir()
+    private = tempfile.mkdtemp(prefix="ahe-test-session-", dir=real)
+    os.environ.update(AHE_TEST_TMPDIR=private, TMPDIR=private, AHE_LOCK_DIR=os.environ.get("AHE_LOCK_DIR", real))
+    tempfile.tempdir = None
+    config._ahe_private_tmp = private  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when anything but pytest's own tmp_path folders is left in the private TMPDIR."""
+    private = getattr(session.config, "_ahe_private_tmp", None)
+    if private is None:
+        return
+    left = sorted(p.name for p in Path(private).iterdir() if not p.name.startswith("pytest-of-"))
+    shutil.rmtree(private, ignore_errors=True)
+    if left:
+        shown = ", ".join(left[:20]) + (f" … ({len(left)} in all)" if len(left) > 20 else "")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_line(
+            f"FAILED: the tests left temporary folders behind (AHE must remove what it makes): {shown}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def _docker_host() -> str:
 def _state_dir() -> Path:
     """Bookkeeping of the fixture, one folder per engine address."""
     key = hashlib.sha256(_docker_host().encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"ahe-test-dockerd-{key}"
+    path = Path(os.environ.get("AHE_LOCK_DIR") or tempfile.gettempdir()) / f"ahe-test-dockerd-{key}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

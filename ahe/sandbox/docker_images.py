@@ -65,7 +65,8 @@ _thread_locks_guard = threading.Lock()
 
 
 def _lock_dir() -> Path:
-    path = Path(tempfile.gettempdir()) / "ahe-docker-locks"
+    """Machine-wide lock files (kept on purpose); AHE_LOCK_DIR moves them, e.g. when TMPDIR is private."""
+    path = Path(os.environ.get("AHE_LOCK_DIR") or tempfile.gettempdir()) / "ahe-docker-locks"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

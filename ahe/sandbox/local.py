@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 import weakref
@@ -31,6 +30,7 @@ from typing import Any, Literal
 
 from ahe.sandbox import bwrap as bw
 from ahe.sandbox.base import ExecResult, Mount, SandboxError
+from ahe.tempdirs import make_temp_dir
 from ahe.sandbox.local_files import (
     PathMap,
     SandboxPathError,
@@ -167,7 +167,7 @@ class LocalSandbox:
         self._isolated = await self._choose_isolation()
         try:
             if self.root_dir is None:
-                self._owned_root = tempfile.mkdtemp(prefix="ahe-sandbox-")
+                self._owned_root = str(make_temp_dir("sandbox"))
                 self.root_dir = Path(self._owned_root)
             root = self.root_dir
             for sub in ("logs/exec", "tmp", "home"):

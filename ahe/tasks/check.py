@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from ahe.tasks.leaks import probe_leaks
 from ahe.tasks.loader import TaskLoadError
 from ahe.tasks.model import Task
 from ahe.tasks.sandboxes import SandboxFactory, factories_for
+from ahe.tempdirs import make_temp_dir
 from ahe.tasks.phases import (
     DEFAULT_PASS_THRESHOLD,
     VerifierResult,
@@ -274,7 +274,7 @@ async def check_tasks(
         factories = factories_for("local")
     semaphore = asyncio.Semaphore(max(1, concurrency))
     own_dir = work_dir is None
-    root = Path(tempfile.mkdtemp(prefix="ahe-tasks-check-")) if own_dir else Path(work_dir)
+    root = make_temp_dir("tasks-check") if own_dir else Path(work_dir)
     root.mkdir(parents=True, exist_ok=True)
     results = [load_error_check(e) for e in load_errors]
     if on_done:

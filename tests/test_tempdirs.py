@@ -1,0 +1,40 @@
+"""Temporary folders of a process killed outright are swept by the next AHE command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ahe.tempdirs import make_temp_dir, sweep_stale
+
+
+def test_folders_of_dead_owners_are_swept_and_live_ones_kept(tmp_path):
+    code = "from ahe.tempdirs import make_temp_dir; print(make_temp_dir('sandbox'))"
+    dead = Path(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
+    (dead / "logs").mkdir()
+    (dead / "logs" / "out.txt").write_text("x")
+    mine = make_temp_dir("gate")
+    other = Path(tempfile.mkdtemp(prefix="ahe-sandbox-no-pid-"))  # not ours by name: never touched
+    old = time.time() - 60
+    for p in (dead, mine, other):
+        os.utime(p, (old, old))
+    try:
+        removed = sweep_stale()
+        assert dead in removed and not dead.exists()
+        assert mine.exists() and other.exists()
+    finally:
+        for p in (mine, other):
+            os.rmdir(p)
+
+
+def test_the_cli_sweeps_on_start(tmp_path):
+    code = "from ahe.tempdirs import make_temp_dir; print(make_temp_dir('evolve-jail'))"
+    dead = Path(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip())
+    old = time.time() - 60
+    os.utime(dead, (old, old))
+    subprocess.run([sys.executable, "-m", "ahe.cli", "--help"], capture_output=True, timeout=60, check=True)
+    assert not dead.exists()
