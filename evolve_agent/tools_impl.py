@@ -304,6 +304,12 @@ def load_problem(root: Path) -> str | None:
     from ahe.runtime import load_agent
 
     _purge_pycache(root)  # a stale .pyc of a same-size edit in the same second must not be used
+    from evolve_agent.import_probe import import_side_effects
+
+    acts = import_side_effects(root)  # before AHE's own process imports any of it
+    if acts:
+        return ("importing the workspace's code acts outside the workspace, which is refused: "
+                + "; ".join(acts[:5]))
     try:
         load_agent(root)
     except ConfigError as exc:
