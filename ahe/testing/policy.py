@@ -107,11 +107,26 @@ class Rule(Response):
     scope: Literal["conversation", "global"] = "conversation"
 
 
+CHAOS_KINDS = ("http_429", "http_500", "timeout", "malformed_tool_args", "empty_reply", "prose")
+
+
+class Chaos(_Strict):
+    """Fault injection over a whole policy: a seeded `rate` of all answers is replaced by a fault,
+    the kinds taken in turn, so every kind occurs (reliability tests: "20% of model calls faulted")."""
+
+    rate: float = Field(ge=0, le=1)
+    seed: int = 0
+    kinds: list[Literal[CHAOS_KINDS]] = Field(default_factory=lambda: list(CHAOS_KINDS))  # type: ignore[valid-type]
+    hang_sec: float = Field(default=3.0, gt=0)  # for `timeout`: longer than the client's timeout_sec
+    prose: str = "I have thought about this carefully and I believe the task is essentially complete."
+
+
 class Policy(_Strict):
     """A whole policy; `compiled()` gives the ready-to-match form (built once, cached)."""
 
     name: str | None = None
     latency_sec: float = Field(default=0.0, ge=0)  # for rules that set none
+    chaos: Chaos | None = None
     rules: list[Rule] = Field(default_factory=list)
     default: Response = Field(default_factory=lambda: Response(reply=NO_MATCH_REPLY))
     _source: str = PrivateAttr(default="<inline policy>")

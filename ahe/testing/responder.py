@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import random
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -185,11 +186,44 @@ class Responder:
         self._lock = threading.Lock()
         self._fired: dict[tuple[int, str], int] = {}
         self.hits: dict[str, int] = {}
+        self.chaos_counts: dict[str, int] = {}
+        self.answers = 0
+        self._chaos_rng = random.Random(policy.chaos.seed if policy.chaos else 0)
 
     def reset(self) -> None:
         with self._lock:
             self._fired.clear()
             self.hits.clear()
+            self.chaos_counts.clear()
+            self.answers = 0
+
+    def _chaos_kind(self) -> str | None:
+        """The fault kind replacing this answer, or None (seeded; kinds in turn)."""
+        chaos = self.policy.chaos
+        with self._lock:
+            self.answers += 1
+            if chaos is None or not chaos.kinds or self._chaos_rng.random() >= chaos.rate:
+                return None
+            kind = chaos.kinds[sum(self.chaos_counts.values()) % len(chaos.kinds)]
+            self.chaos_counts[kind] = self.chaos_counts.get(kind, 0) + 1
+            return kind
+
+    def _chaotic(self, kind: str, ans: Answer, body: dict[str, Any]) -> Answer:
+        chaos = self.policy.chaos
+        ans.label = f"chaos:{kind}"
+        if kind in ("http_429", "http_500"):
+            ans.fault = Fault(status=int(kind[-3:]), retry_after=0 if kind == "http_429" else None)
+        elif kind == "timeout":
+            ans.fault = Fault(hang_sec=chaos.hang_sec)
+        elif kind == "malformed_tool_args":
+            names = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+            name = ans.tool_calls[0][1] if ans.tool_calls else next((n for n in names if n), "tool")
+            ans.tool_calls = [(f"call_chaos_{self.answers}", name, '{"command": "ls", "path": ')]
+            ans.content, ans.finish_reason = None, "tool_calls"
+        else:
+            ans.content = "" if kind == "empty_reply" else chaos.prose
+            ans.tool_calls, ans.finish_reason = [], "stop"
+        return ans
 
     def _select(self, conv: Conversation) -> tuple[CompiledResponse, Any]:
         for rule in self.compiled.rules:
@@ -207,6 +241,11 @@ class Responder:
         return self.compiled.default, None
 
     def answer(self, body: dict[str, Any]) -> Answer:
+        kind = self._chaos_kind()
+        ans = self._answer(body)
+        return self._chaotic(kind, ans, body) if kind else ans
+
+    def _answer(self, body: dict[str, Any]) -> Answer:
         conv = Conversation(body)
         resp, found = self._select(conv)
         with self._lock:

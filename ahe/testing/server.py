@@ -247,6 +247,12 @@ class MockLLMServer:
             return list(self._requests)
 
     @property
+    def chaos_counts(self) -> dict[str, int]:
+        """Faults injected by the policy's `chaos`, by kind (and `answers`: every request answered)."""
+        with self.responder._lock:
+            return {**self.responder.chaos_counts, "answers": self.responder.answers}
+
+    @property
     def hits(self) -> dict[str, int]:
         """How often each rule answered, by rule name (or `rules[i]`), plus `default`."""
         with self.responder._lock:
