@@ -343,6 +343,16 @@ def main() -> None:
 
         Console(stderr=True, soft_wrap=True).print(f"[bold red]infrastructure error ({exc.kind}):[/] {exc}", highlight=False)
         sys.exit(3)
+    except OSError as exc:
+        from ahe.errors import disk_error_sentence
+
+        sentence = disk_error_sentence(exc)
+        if sentence is None:
+            raise
+        from rich.console import Console
+
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {sentence}", highlight=False)
+        sys.exit(4)
 
 
 if __name__ == "__main__":

@@ -28,3 +28,26 @@ class ContextLengthError(InfrastructureError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="context_length")
+
+
+def disk_error_sentence(exc: OSError, folder: object = None) -> str | None:
+    """One sentence for a full disk or quota (what the user can fix), None for any other OSError."""
+    import errno
+
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return None
+    target = exc.filename or folder
+    where = f" writing {target}" if target else ""
+    return (f"no space left on the device{where} ({exc.strerror}); free some space and run the same command "
+            "again (or `ahe evolve --resume RUN_DIR`): finished trials are kept and are not run again.")
+
+
+class DiskFullError(AheError):
+    """A full disk under the output folder: one sentence, exit like any bad input."""
+
+
+def raise_if_disk_full(exc: OSError, folder: object) -> None:
+    """Re-raise a full-disk OSError as a DiskFullError naming the output folder."""
+    sentence = disk_error_sentence(exc, folder)
+    if sentence is not None:
+        raise DiskFullError(sentence) from None

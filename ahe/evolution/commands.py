@@ -9,7 +9,7 @@ import jinja2
 from rich.console import Console
 
 from ahe.config import ExperimentConfig, load_experiment_config
-from ahe.errors import AheError
+from ahe.errors import AheError, raise_if_disk_full
 from ahe.evolution.loop import SEED_DEFAULT, run_evolution
 
 TEMPLATE = Path(__file__).with_name("init_template.yaml")
@@ -57,7 +57,14 @@ def evolve_command(
     if "tasks" in updates:
         updates["tasks"] = Path(updates["tasks"]).resolve()
     cfg = ExperimentConfig.model_validate({**cfg.model_dump(), **updates})
-    state = run_evolution(cfg, target, resume=resume is not None, console=console)
+    if not Path(cfg.tasks).is_dir():  # before a run folder is made for nothing
+        where = "--tasks" if "tasks" in updates else f"{exp if resume is not None else config}: tasks"
+        raise AheError(f"{where}: {cfg.tasks} is not a folder; point it at a folder of task folders (each with a task.toml)")
+    try:
+        state = run_evolution(cfg, target, resume=resume is not None, console=console)
+    except OSError as exc:
+        raise_if_disk_full(exc, target)
+        raise
     if state.finished:
         console.print(f"[bold]done:[/] {state.stopped}. Run folder: {target}")
     print(target)

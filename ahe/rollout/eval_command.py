@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ahe.errors import AheError
+from ahe.errors import AheError, raise_if_disk_full
 from ahe.sandbox.registry import get_backend
 from ahe.llm.types import RoleConfig
 from ahe.rollout.display import Progress, results_table
@@ -75,11 +75,15 @@ def run_eval(
             console.print(f"[yellow]skipped {len(plan.needs_docker)} task(s) that need Docker "
                           f"(run with --sandbox docker):[/] {', '.join(plan.needs_docker)}")
         total = len(plan.specs)
-        if json_out or total == 0:
-            results = asyncio.run(run_rollouts(cfg, out, plan=plan))
-        else:
-            with Progress(total, concurrency, console, already_done=len(plan.done)) as progress:
-                results = asyncio.run(run_rollouts(cfg, out, plan=plan, on_event=progress.on_event))
+        try:
+            if json_out or total == 0:
+                results = asyncio.run(run_rollouts(cfg, out, plan=plan))
+            else:
+                with Progress(total, concurrency, console, already_done=len(plan.done)) as progress:
+                    results = asyncio.run(run_rollouts(cfg, out, plan=plan, on_event=progress.on_event))
+        except OSError as exc:
+            raise_if_disk_full(exc, out)
+            raise
     if json_out:
         print(json.dumps(json.loads(results.model_dump_json()), indent=2))
     else:

@@ -107,9 +107,9 @@ def _nothing_runs(cfg: RolloutConfig, broken: list[str], needs_docker: list[str]
     """One sentence for a run in which no task can run: never an empty table that reads as a score of 0."""
     parts = []
     if needs_docker:
-        parts.append(f"{len(needs_docker)} need Docker (run with --sandbox docker)")
+        parts.append(f"{len(needs_docker)} {'needs' if len(needs_docker) == 1 else 'need'} Docker (run with --sandbox docker)")
     if broken:
-        parts.append(f"{len(broken)} are broken (first: {broken[0]})")
+        parts.append(f"{len(broken)} {'is' if len(broken) == 1 else 'are'} broken (first: {broken[0]})")
     return (f"--tasks {cfg.tasks_dir}: no task can run under the {cfg.sandbox} sandbox: "
             f"{'; '.join(parts)}; nothing was run.")
 
