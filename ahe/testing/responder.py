@@ -189,6 +189,7 @@ class Responder:
         self.chaos_counts: dict[str, int] = {}
         self.answers = 0
         self._chaos_rng = random.Random(policy.chaos.seed if policy.chaos else 0)
+        self._chaos_phase = 0.0
 
     def reset(self) -> None:
         with self._lock:
@@ -202,7 +203,13 @@ class Responder:
         chaos = self.policy.chaos
         with self._lock:
             self.answers += 1
-            if chaos is None or not chaos.kinds or self._chaos_rng.random() >= chaos.rate:
+            if chaos is None or not chaos.kinds:
+                return None
+            # exactly `rate` of the answers (to within one), at seeded places: a jittered stride
+            if self.answers == 1:
+                self._chaos_phase = self._chaos_rng.random()
+            n, phase = self.answers, self._chaos_phase
+            if int(n * chaos.rate + phase) == int((n - 1) * chaos.rate + phase):
                 return None
             kind = chaos.kinds[sum(self.chaos_counts.values()) % len(chaos.kinds)]
             self.chaos_counts[kind] = self.chaos_counts.get(kind, 0) + 1
