@@ -106,3 +106,36 @@ def test_a_fifth_of_model_calls_faulted_in_every_role(tmp_path):
     tally.check()
     assert 0.1 <= sum(injected.values()) / answers <= 0.3, counts
     assert all(n > 0 for n in per_role.values()), counts  # every role was faulted
+
+
+async def test_what_a_real_small_model_does(tmp_path, mock_llm):
+    """Behaviours seen from Gemma 3 270M (docs/reliability.md): a 400 on the tool schemas is classified
+    and not retried beyond --retry-infra; echoing the instruction without a tool call is the agent's failure."""
+    from ahe.llm.types import RoleConfig
+    from ahe.rollout.scheduler import RolloutConfig, run_rollouts
+    from tests.conftest import SEED, write_files
+
+    tasks = write_files(tmp_path / "tasks", {"t/task.toml": '[task]\nname = "t"\n', "t/instruction.md": "Write ok to /app/out.txt.\n",
+                                             "t/tests/test.sh": "#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n"})
+    tally = Tally("faults")
+    bad_schema = mock_llm({"rules": [{"match": {"tools_include": ["run_shell_command"]},
+                                      "fault": {"status": 400, "message": "tools: unsupported JSON schema keyword"}}]})
+    cfg = RolloutConfig(tasks_dir=tasks, workspace=SEED, k=1, retry_infra=1, isolation="bwrap",
+                        agent_role=RoleConfig(model="mock", base_url=bad_schema.url, max_attempts=5, backoff_initial_sec=0.01))
+    res = await run_rollouts(cfg, tmp_path / "400")
+    await run_rollouts(cfg, tmp_path / "400")  # --retry-infra 1: one more attempt, then it counts
+    await run_rollouts(cfg, tmp_path / "400")
+    result = json.loads((tmp_path / "400/rollouts/t/trial-1/result.json").read_text())
+    tally("HTTP 400 on the tool schemas", result["error_class"] == "infra" and "not retried" in (result["error"] or "")
+          and len(bad_schema.requests) == 2 and res.infra_errors == 1, "ahe/llm client: llm_rejected, never retried; "
+          "rollouts: --retry-infra bounds the trial", attempts=len(bad_schema.requests), good="survived",
+          note=f"{len(bad_schema.requests)} requests for 3 runs with --retry-infra 1")
+    echo = mock_llm({"rules": [{"reply": "{{ instruction }}"}]})
+    cfg = RolloutConfig(tasks_dir=tasks, workspace=SEED, k=1, isolation="bwrap",
+                        agent_role=RoleConfig(model="mock", base_url=echo.url))
+    res = await run_rollouts(cfg, tmp_path / "echo")
+    result = json.loads((tmp_path / "echo/rollouts/t/trial-1/result.json").read_text())
+    tally("turn-1 reply with no tool call (the instruction echoed)", result["stop_reason"] == "no_tool_call"
+          and result["error_class"] is None and res.infra_errors == 0 and result["turns"] == 1,
+          "runtime: the session ends; the trial is the agent's failure, not infra", good="survived")
+    tally.check()
