@@ -70,6 +70,12 @@ def test_foresight_smoke(tmp_path):
     assert data["scenarios"]["union"]["recall"] == 1.0
 
 
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed")
+def test_sandbox_smoke(tmp_path):
+    data = run("bench_sandbox.py", tmp_path / "sb.json", "--execs", "20")
+    assert data["execs"] == 20 and 0 < data["cpu_total_ms"] and data["cpu_sandbox_ms"] > 0
+
+
 def test_bad_peer_name_is_one_sentence_listing_the_valid_ones():
     for script, valid in (("bench_overhead.py", "mini, openai-agents, smolagents"), ("bench_concurrency.py", "mini")):
         p = subprocess.run([sys.executable, str(BENCH / script), "--peers", "mini-swe-agent"],
