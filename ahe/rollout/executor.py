@@ -60,4 +60,10 @@ class AsyncioExecutor:
                     on_event("end", spec, result)
                 return result
 
-        return list(await asyncio.gather(*(one(s) for s in specs)))
+        # every trial ends before an error propagates: none is left running unobserved (its own
+        # error would otherwise be dumped as a traceback when the event loop shuts down)
+        outcomes = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
+        for out in outcomes:
+            if isinstance(out, BaseException):
+                raise out
+        return list(outcomes)

@@ -106,13 +106,13 @@ def test_bad_input_catalogue(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("bwrap") is None,
                     reason="needs root (a private tmpfs mount through unshare -m) and bubblewrap")
 def test_a_full_disk_under_the_run_folder(tmp_path):
-    """`ahe eval` writing into a 300 KB tmpfs: one sentence, and every result.json there is whole."""
+    """`ahe eval` writing into a 160 KB tmpfs: one sentence, and every result.json there is whole."""
     (tmp_path / "policy.yaml").write_text("rules:\n  - match: {turn: 1}\n    tool_calls: [{name: run_shell_command, "
                                           "arguments: {command: 'seq 1 3000'}}]\n  - reply: done\n")
     small, saved = tmp_path / "small", tmp_path / "saved"
     small.mkdir()
-    script = (f"mount -t tmpfs -o size=300k tmpfs {small} || exit 99; "
-              f"{sys.executable} -m ahe.cli eval --workspace {SEED} --tasks {TASKS} -k 4 --concurrency 2 "
+    script = (f"mount -t tmpfs -o size=160k tmpfs {small} || exit 99; "
+              f"{sys.executable} -m ahe.cli eval --workspace {SEED} --tasks {TASKS} -k 6 --concurrency 2 "
               f"--task {X} --mock-policy {tmp_path / 'policy.yaml'} --out {small / 'run'} --json > {tmp_path / 'out.txt'} "
               f"2> {tmp_path / 'err.txt'}; echo $? > {tmp_path / 'rc.txt'}; cp -a {small / 'run'} {saved}")
     subprocess.run(["unshare", "-m", "sh", "-c", script], timeout=300, check=False)
@@ -124,6 +124,6 @@ def test_a_full_disk_under_the_run_folder(tmp_path):
     whole = all(json.loads(p.read_text()).get("task") == X for p in results)
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     ok = rc != 0 and "Traceback" not in err and len(errors) == 1 and "space" in errors[0] and whole
-    Tally("bad input")("a full disk under the run folder (300 KB tmpfs)", ok, "one sentence; atomic writes",
+    Tally("bad input")("a full disk under the run folder (160 KB tmpfs)", ok, "one sentence; atomic writes",
                        note=(errors[0] if errors else err[-300:]) + f"; {len(results)} finished trials intact")
     assert ok, err[-2000:]
