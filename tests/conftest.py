@@ -22,6 +22,9 @@ def pytest_configure(config: pytest.Config) -> None:
     Machine-wide lock files stay in the real temporary folder (AHE_LOCK_DIR): concurrent runs
     must share them."""
     if hasattr(config, "workerinput") or os.environ.get("AHE_TEST_TMPDIR"):
+        if os.environ.get("AHE_TEST_TMPDIR"):  # a test process: its own leaks must never be swept away
+            with open(Path(os.environ["AHE_TEST_TMPDIR"]) / "pytest-of-test-pids", "a") as f:
+                f.write(f"{os.getpid()}\n")
         return
     real = tempfile.gettempdir()
     private = tempfile.mkdtemp(prefix="ahe-test-session-", dir=real)
@@ -35,6 +38,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     private = getattr(session.config, "_ahe_private_tmp", None)
     if private is None:
         return
+    from ahe.tempdirs import sweep_stale
+
+    pids_file = Path(private) / "pytest-of-test-pids"
+    test_pids = frozenset(int(x) for x in pids_file.read_text().split()) if pids_file.exists() else frozenset()
+    # what the next `ahe` command would remove: folders of AHE processes the tests killed outright
+    sweep_stale(Path(private), keep_pids=test_pids | {os.getpid()})
     left = sorted(p.name for p in Path(private).iterdir() if not p.name.startswith("pytest-of-"))
     shutil.rmtree(private, ignore_errors=True)
     if left:

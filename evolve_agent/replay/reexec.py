@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from ahe.tempdirs import temp_dir
 from evolve_agent.replay.compare import TrialOutcome, replay_pair
 from evolve_agent.replay.engine import ReplaySession
 from evolve_agent.replay.models import ReplaySettings
@@ -49,7 +49,7 @@ async def _sandbox(factory: Any, task: Any, workdir: Path) -> Any:
 
 
 async def _one(old: Any, new: Any, trial: RecordedTrial, task: Any, factory: Any, settings: ReplaySettings) -> TrialOutcome:
-    with tempfile.TemporaryDirectory(prefix="ahe-reexec-") as tmp:
+    with temp_dir("reexec") as tmp:
         boxes: list[Any] = []
         try:
             async with asyncio.timeout(settings.reexec_trial_timeout_sec):

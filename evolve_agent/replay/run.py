@@ -11,12 +11,12 @@ import asyncio
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from ahe.errors import AheError, ConfigError
+from ahe.tempdirs import temp_dir
 from evolve_agent.replay.checkout import changed_files, classify, export_commit, resolve
 from evolve_agent.replay.compare import TrialOutcome, replay_pair
 from evolve_agent.replay.engine import ReplaySession, replay_twin
@@ -110,7 +110,7 @@ async def replay_change_async(repo: Path, commit: str, iteration_dir: Path, *, b
     new_c = resolve(repo, commit)
     old_c = resolve(repo, base or f"{new_c}^")
     report = ReplayReport(change_id=change_id, commit=new_c, base_commit=old_c, replayable=False)
-    with tempfile.TemporaryDirectory(prefix="ahe-replay-") as tmp:
+    with temp_dir("replay") as tmp:
         files = changed_files(repo, old_c, new_c)
         old, err_old = _load(export_commit(repo, old_c, Path(tmp) / "before"), "before")
         new, err_new = _load(export_commit(repo, new_c, Path(tmp) / "after"), "after")

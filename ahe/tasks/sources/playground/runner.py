@@ -12,10 +12,11 @@ import asyncio
 import itertools
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
+from ahe.tempdirs import make_temp_dir
 
 GRADER = Path(__file__).with_name("grade.py")
 RUN_TIMEOUT_SEC = 60.0
@@ -55,7 +56,7 @@ class SandboxRunner:
     async def __aenter__(self) -> "SandboxRunner":
         from ahe.sandbox.local import LocalSandbox
 
-        self._scratch = Path(tempfile.mkdtemp(prefix="ahe-playground-"))
+        self._scratch = make_temp_dir("playground")
         app = self._scratch / "app"
         app.mkdir()
         shutil.copy2(GRADER, app / "grade.py")
