@@ -75,8 +75,20 @@ def _argv(root: Path) -> list[str]:
     if bwrap is None:
         return child
     return [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", str(root), str(root), "--unshare-net", "--unshare-pid", "--unshare-ipc",
+            *_code_binds(), "--bind", str(root), str(root), "--unshare-net", "--unshare-pid", "--unshare-ipc",
             "--die-with-parent", "--new-session", *child]
+
+
+def _code_binds() -> list[str]:
+    """AHE's own source and the interpreter's prefix, read-only, so the child can import AHE even
+    when they live under /tmp (a checkout or a venv there), which the jail replaces."""
+    import ahe
+
+    binds: list[str] = []
+    for path in {Path(ahe.__file__).resolve().parents[1], Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
+        if path.is_dir():
+            binds += ["--ro-bind", str(path), str(path)]
+    return binds
 
 
 def import_side_effects(root: Path) -> list[str]:
