@@ -82,10 +82,9 @@ def _argv(root: Path) -> list[str]:
 def _code_binds() -> list[str]:
     """AHE's own source and the interpreter's prefix, read-only, so the child can import AHE even
     when they live under /tmp (a checkout or a venv there), which the jail replaces."""
-    import ahe
-
+    source_root = Path(__file__).resolve().parents[1]  # holds ahe/ and evolve_agent/
     binds: list[str] = []
-    for path in {Path(ahe.__file__).resolve().parents[1], Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
+    for path in {source_root, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
         if path.is_dir():
             binds += ["--ro-bind", str(path), str(path)]
     return binds
