@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 import traceback
 from typing import Any, Awaitable
@@ -56,7 +55,7 @@ def _totals(result: TrialResult, records: list) -> None:
 
 async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialResult:
     """Run (or resume) one CI trial and write its result.json. Never raises for trial failures."""
-    from ahe.rollout.trial import SCRATCH, _sandbox_for
+    from ahe.rollout.trial import _sandbox_for, stop_sandbox, write_result
     from ahe.runtime import load_agent
     from ahe.tasks import load_task, run_setup
 
@@ -102,13 +101,5 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
         result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"
         (spec.trial_dir / "error.txt").write_text(traceback.format_exc())
     finally:
-        if sandbox is not None:
-            try:
-                await sandbox.stop()
-            except Exception as exc:  # stopping must not hide the trial's own outcome
-                (spec.trial_dir / "sandbox-stop-error.txt").write_text(repr(exc))
-    result.duration_sec = round(time.monotonic() - t0, 3)
-    for scratch in SCRATCH + (() if spec.keep_app else ("app",)):
-        shutil.rmtree(spec.trial_dir / scratch, ignore_errors=True)
-    atomic_write_json(spec.trial_dir / RESULT_FILE, json.loads(result.model_dump_json()))
-    return result
+        await stop_sandbox(sandbox, spec.trial_dir)
+    return write_result(spec, result, t0)

@@ -160,11 +160,22 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         result.error = f"{type(exc).__name__}: {exc}"
         (spec.trial_dir / "error.txt").write_text(traceback.format_exc())
     finally:
-        if sandbox is not None:
-            try:
-                await sandbox.stop()
-            except Exception as exc:  # stopping must not hide the trial's own outcome
-                (spec.trial_dir / "sandbox-stop-error.txt").write_text(repr(exc))
+        await stop_sandbox(sandbox, spec.trial_dir)
+    return write_result(spec, result, t0)
+
+
+async def stop_sandbox(sandbox: Any, trial_dir: Path) -> None:
+    """Stop the trial's sandbox; a failure to stop is noted beside the trial, never raised."""
+    if sandbox is None:
+        return
+    try:
+        await sandbox.stop()
+    except Exception as exc:  # stopping must not hide the trial's own outcome
+        (trial_dir / "sandbox-stop-error.txt").write_text(repr(exc))
+
+
+def write_result(spec: TrialSpec, result: TrialResult, t0: float) -> TrialResult:
+    """Close a trial: its duration, scratch removed, result.json written last (= finished)."""
     result.duration_sec = round(time.monotonic() - t0, 3)
     for scratch in SCRATCH + (() if spec.keep_app else ("app",)):
         shutil.rmtree(spec.trial_dir / scratch, ignore_errors=True)
