@@ -38,3 +38,21 @@ def test_the_cli_sweeps_on_start(tmp_path):
     os.utime(dead, (old, old))
     subprocess.run([sys.executable, "-m", "ahe.cli", "--help"], capture_output=True, timeout=60, check=True)
     assert not dead.exists()
+
+
+def test_every_temporary_folder_of_ahe_follows_the_rule():
+    """A folder made straight in the temporary directory without the owner's pid in its name
+    cannot be swept after a kill (CI once found `ahe-bwrap-check-*` left by killed processes)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "ahe"
+    standalone = {"runner.py", "verify.py"}  # copied into task folders and run without AHE
+    pattern = re.compile(r"tempfile\.(TemporaryDirectory|mkdtemp|mkstemp|NamedTemporaryFile)\(([^)]*)\)")
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.name == "tempdirs.py" or path.name in standalone:
+            continue
+        for m in pattern.finditer(path.read_text()):
+            if "dir=" not in m.group(2):  # elsewhere than the temporary directory: its owner's business
+                offenders.append(f"{path.relative_to(root.parent)}: {m.group(0)}")
+    assert offenders == [], "use ahe.tempdirs.temp_dir/make_temp_dir instead: " + "; ".join(offenders)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,15 +27,14 @@ from ahe.rollout.models import TrialSpec
 from ahe.rollout.scheduler import RolloutConfig
 from ahe.rollout.trial import load_result
 from ahe.run_folder import IterationFolder
+from ahe.tempdirs import temp_dir
 
 
 def without_change(repo: HarnessRepo, head: str, change_commit: str, tag: str) -> str:
     """Tag (and return) a commit whose tree is `head` with `change_commit` undone."""
     git = repo.repo.git
-    fd, index = tempfile.mkstemp(prefix="ahe-reeval-index-")
-    os.close(fd)
-    env = {**os.environ, "GIT_INDEX_FILE": index}
-    try:
+    with temp_dir("reeval-index") as scratch:  # a private git index; swept if we are killed
+        env = {**os.environ, "GIT_INDEX_FILE": str(scratch / "index")}
         subprocess.run(["git", "-C", str(repo.path), "read-tree", head], env=env, check=True, capture_output=True)
         patch = git.diff(f"{change_commit}^", change_commit, "--binary", "--full-index")
         p = subprocess.run(["git", "-C", str(repo.path), "apply", "--cached", "-R", "-"], input=(patch + "\n").encode(),
@@ -55,8 +53,6 @@ def without_change(repo: HarnessRepo, head: str, change_commit: str, tag: str) -
                                    env=env, check=True, capture_output=True)
         tree = subprocess.run(["git", "-C", str(repo.path), "write-tree"], env=env, check=True, capture_output=True,
                               text=True).stdout.strip()
-    finally:
-        Path(index).unlink(missing_ok=True)
     commit = git.commit_tree(tree, "-p", head, "-m", f"re-evaluation harness: {head[:10]} without {change_commit[:10]}")
     repo.tag(tag, commit)
     return commit

@@ -11,8 +11,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
+
+from ahe.tempdirs import temp_dir
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 INSTALL_HINT = (
@@ -101,8 +102,8 @@ def check() -> tuple[bool, str]:
     if bwrap is None:
         return False, f"bubblewrap (bwrap) is not installed; {INSTALL_HINT}"
     python, _ = jail_python()
-    with tempfile.TemporaryDirectory(prefix="ahe-bwrap-check-") as tmp:
-        argv = bwrap_argv(bwrap, [Bind(tmp, "/tmp", True)], [python, "-I", "-S", "-c", "pass"])
+    with temp_dir("bwrap-check") as tmp:  # named with our pid: swept if we are killed mid-check
+        argv = bwrap_argv(bwrap, [Bind(str(tmp), "/tmp", True)], [python, "-I", "-S", "-c", "pass"])
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=30,
                                   env={"PATH": DEFAULT_PATH})

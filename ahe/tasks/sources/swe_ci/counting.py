@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import inspect
 import json
-import tempfile
 from pathlib import Path
 
 from ahe.errors import AheError
 from ahe.tasks.loader import load_task
 from ahe.tasks.phases import TESTS_DIR, run_oracle, run_setup
+from ahe.tempdirs import temp_dir
 
 
 async def _statuses(task, factory, workdir: Path, *, oracle: bool) -> dict:
@@ -60,7 +60,7 @@ async def count_task(task_dir: Path, sandbox: str = "local", isolation: str = "a
     factory = factories_for(sandbox, isolation=isolation, client=client).get(task.runs_on)
     if factory is None:
         raise AheError(f"{task_dir}: this task needs --sandbox {task.runs_on} to be counted")
-    with tempfile.TemporaryDirectory(prefix="ahe-swe-ci-") as tmp:
+    with temp_dir("swe-ci-count") as tmp:
         base = await _statuses(task, factory, Path(tmp) / "base", oracle=False)
         target = await _statuses(task, factory, Path(tmp) / "target", oracle=True)
     return expected_counts(base, target, gamma)

@@ -13,7 +13,6 @@ import io
 import re
 import shutil
 import tarfile
-import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -21,6 +20,7 @@ from pydantic import BaseModel
 from ahe.errors import AheError, ConfigError
 from ahe.tasks.sources.swe_ci.counting import count_task
 from ahe.tasks.sources.swe_ci.layout import CISettings, TaskSpec, write_expected, write_task
+from ahe.tempdirs import temp_dir
 
 DEFAULT_MIN_GAP = 5
 
@@ -71,7 +71,7 @@ def make_task(
 
     `repo_label` is what task.toml records as the repository (default: its absolute path).
     """
-    with tempfile.TemporaryDirectory(prefix="ahe-swe-ci-make-") as tmp:
+    with temp_dir("swe-ci-make") as tmp:
         tmp_path = Path(tmp)
         base_sha = export_tree(repo_path, base, tmp_path / "base")
         target_sha = export_tree(repo_path, target, tmp_path / "target")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from ahe.errors import AheError, ConfigError
 from ahe.tasks.sources.swe_ci.counting import count_task
 from ahe.tasks.sources.swe_ci.layout import CISettings, TaskSpec, write_expected, write_task
 from ahe.tasks.sources.swe_ci.maker import MakeResult, export_tree
+from ahe.tempdirs import temp_dir
 
 REQUIRED_COLUMNS = ("task_id", "current_sha", "target_sha")
 DEFAULT_ROUNDS = 20
@@ -83,7 +83,7 @@ def import_task(row: dict[str, str], data_dir: Path, out_dir: Path, *, ci: CISet
     if final.exists() and not force:
         raise AheError(f"{final}: already exists; remove it or pass --force to replace it.")
     image = load_image(folder / "image.tar.gz", task_id, client)
-    with tempfile.TemporaryDirectory(prefix="ahe-swe-ci-import-") as tmp:
+    with temp_dir("swe-ci-import") as tmp:
         t = Path(tmp)
         with zipfile.ZipFile(folder / "code.zip") as zf:
             zf.extractall(t / "zip")
