@@ -35,7 +35,7 @@ from evolve_agent.leakage import LeakIndex, added_lines
 from ahe.harness.manifest import ChangeEntry, Manifest
 from evolve_agent.protected import BaseSnapshot
 from evolve_agent.smoke import smoke_check
-from evolve_agent.tools_impl import _purge_pycache, load_problem
+from evolve_agent.workspace_load import load_problem, purge_pycache
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class ScratchTree:
         """Cherry-pick `commit` without committing; the git error when it does not apply."""
         try:
             self.git.cherry_pick("--no-commit", commit)
-            _purge_pycache(self.path)
+            purge_pycache(self.path)
             return None
         except git.GitCommandError as exc:
             detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()

@@ -17,11 +17,14 @@ import sys
 from pathlib import Path
 
 TIMEOUT_SEC = 60
+SOURCE_ROOT = Path(__file__).resolve().parents[1]  # holds ahe/ and evolve_agent/
 
-# Runs in the child: argv[1] = the workspace. Prints one JSON line {"violations": [...]}.
+# Runs in the child: argv[1] = the workspace, argv[2] = AHE's source root (the same AHE as the
+# parent's, whatever the install points at). Prints one JSON line {"violations": [...]}.
 _PROBE = r'''
 import json, os, sys
 root = os.path.realpath(sys.argv[1])
+sys.path.insert(0, sys.argv[2])
 sys.dont_write_bytecode = True
 from ahe.runtime import load_agent  # AHE's own imports happen before the hook
 seen = []
@@ -70,7 +73,7 @@ os._exit(0)
 
 def _argv(root: Path) -> list[str]:
     """The child's command line: inside bwrap (read-only /, private /tmp, no network) when possible."""
-    child = [sys.executable, "-c", _PROBE, str(root)]
+    child = [sys.executable, "-c", _PROBE, str(root), str(SOURCE_ROOT)]
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return child
@@ -82,9 +85,8 @@ def _argv(root: Path) -> list[str]:
 def _code_binds() -> list[str]:
     """AHE's own source and the interpreter's prefix, read-only, so the child can import AHE even
     when they live under /tmp (a checkout or a venv there), which the jail replaces."""
-    source_root = Path(__file__).resolve().parents[1]  # holds ahe/ and evolve_agent/
     binds: list[str] = []
-    for path in {source_root, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
+    for path in {SOURCE_ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}:
         if path.is_dir():
             binds += ["--ro-bind", str(path), str(path)]
     return binds
@@ -101,7 +103,7 @@ def import_side_effects(root: Path) -> list[str]:
     if line is None:
         if "bwrap" in (proc.stderr or "") and shutil.which("bwrap"):
             # bwrap cannot run here (no user namespaces): probe without the jail, the hook still blocks
-            proc = subprocess.run(_argv(root)[-4:], capture_output=True, text=True, timeout=TIMEOUT_SEC, cwd=str(root))
+            proc = subprocess.run(_argv(root)[-5:], capture_output=True, text=True, timeout=TIMEOUT_SEC, cwd=str(root))
             line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
         if line is None:
             tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]

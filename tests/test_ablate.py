@@ -21,7 +21,7 @@ import yaml
 
 from ahe.demo import X, Y, write_demo
 from ahe.experiments.compose import compose, diff_harnesses, read_tree, validate
-from evolve_agent.tools_impl import load_problem
+from evolve_agent.workspace_load import load_problem
 from tests.conftest import SEED
 
 REPO = Path(__file__).resolve().parent.parent

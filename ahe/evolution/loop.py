@@ -373,7 +373,7 @@ def mock_endpoints(cfg: ExperimentConfig):
 def run_evolution(cfg: ExperimentConfig, run_dir: Path, *, resume: bool, console: Console | None = None) -> LoopState:
     """Run (or resume) the loop; Ctrl-C once stops after the running trials, twice at once."""
     loop = EvolutionLoop(cfg, run_dir, console=console)
-    always = Console(stderr=True)  # what must be said even with --quiet
+    always = Console(stderr=True, soft_wrap=True)  # what must be said even with --quiet
     repo = loop.prepare(resume=resume)
     with mock_endpoints(cfg) as urls:
         for role, url in urls.items():

@@ -229,7 +229,7 @@ async def validate(root: Path, seed: Path) -> list[str]:
     """The validation gate's checks on a composed folder: protected parts, loading, smoke session."""
     from evolve_agent.protected import BaseSnapshot
     from evolve_agent.smoke import smoke_check
-    from evolve_agent.tools_impl import load_problem
+    from evolve_agent.workspace_load import load_problem
 
     def read(rel: str) -> str | None:
         f = Path(seed) / rel

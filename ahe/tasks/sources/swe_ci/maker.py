@@ -88,16 +88,21 @@ def make_task(
         expected = asyncio.run(count_task(staged, sandbox, isolation, ci.gamma if ci else 1.0))
         result = MakeResult(name=spec.name, path=None, n_base=expected["n_base"],
                             n_target=expected["n_target"], gap=expected["gap"])
-        if expected["gap"] < min_gap:
-            result.reason = f"test gap {expected['gap']} < {min_gap}"
-            return result
-        write_expected(staged, expected)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if final.exists():
-            shutil.rmtree(final)
-        shutil.move(str(staged), final)
-        result.path, result.kept = final, True
+        return keep_if_gap(result, staged, expected, final, min_gap)
+
+
+def keep_if_gap(result: MakeResult, staged: Path, expected: dict, final: Path, min_gap: int) -> MakeResult:
+    """Move a staged task into place with its expected counts when its test gap reaches `min_gap`."""
+    if expected["gap"] < min_gap:
+        result.reason = f"test gap {expected['gap']} < {min_gap}"
         return result
+    write_expected(staged, expected)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        shutil.rmtree(final)
+    shutil.move(str(staged), final)
+    result.path, result.kept = final, True
+    return result
 
 
 def read_batch(csv_path: Path) -> list[dict[str, str]]:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import shutil
 import zipfile
 from pathlib import Path
 
 from ahe.errors import AheError, ConfigError
 from ahe.tasks.sources.swe_ci.counting import count_task
-from ahe.tasks.sources.swe_ci.layout import CISettings, TaskSpec, write_expected, write_task
-from ahe.tasks.sources.swe_ci.maker import MakeResult, export_tree
+from ahe.tasks.sources.swe_ci.layout import CISettings, TaskSpec, write_task
+from ahe.tasks.sources.swe_ci.maker import MakeResult, export_tree, keep_if_gap
 from ahe.tempdirs import temp_dir
 
 REQUIRED_COLUMNS = ("task_id", "current_sha", "target_sha")
@@ -101,16 +100,7 @@ def import_task(row: dict[str, str], data_dir: Path, out_dir: Path, *, ci: CISet
         published = row.get("test_gap")
         if published and published.isdigit() and int(published) != expected["gap"]:
             result.reason = f"test gap {expected['gap']} here, {published} in the metadata"
-        if expected["gap"] < min_gap:
-            result.reason = f"test gap {expected['gap']} < {min_gap}"
-            return result
-        write_expected(staged, expected)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        if final.exists():
-            shutil.rmtree(final)
-        shutil.move(str(staged), final)
-    result.path, result.kept = final, True
-    return result
+        return keep_if_gap(result, staged, expected, final, min_gap)
 
 
 def import_dataset(root: Path, out_dir: Path, *, split: str = "default", only: list[str] | None = None,
