@@ -227,51 +227,16 @@ async def run_evolve_phase(
         leftovers = discard_all(repo)
         if leftovers:
             manifest.discarded.append(Discard(files=leftovers, reason="uncommitted edits found before the phase started"))
-        ctx = EvolveContext(
-            repo=repo,
-            confinement=Confinement(repo.path, experiment),
-            base_commit=base_commit,
-            base=BaseSnapshot.from_commit(repo, base_commit),
-            manifest=manifest,
-            limits=limits,
-            iteration=iteration,
-            experiment_dir=experiment,
-            known_tasks=known_tasks(experiment, iteration, tasks_dir),
-            progress_path=progress,
-            tasks_dir=Path(tasks_dir) if tasks_dir is not None else None,
-            replay=limits.replay,
-            replay_dir=out_dir / "replay",
-            allowed_components=agent.allowed_components,
-            evidence_sources=agent.evidence_sources,
-            allowed_paths=agent.allowed_paths,
-            registry_keys=agent.registry_keys,
-        )
+        ctx = _make_context(repo, experiment, iteration, base_commit, manifest, limits, tasks_dir, agent, out_dir)
         jail, problem, app = await _start_jail(repo.path, experiment, limits)
         ctx.jail, ctx.jail_problem = jail, problem
         manifest.shell_isolated = bool(jail is not None and jail.isolated)
         if problem:
             manifest.gate_notes.append(f"the shell tool was disabled: {problem}")
 
-        from ahe.llm import make_client
-
-        try:
-            client = make_client("evolve", role)
-        except Exception as exc:
-            manifest.infra_error = f"the evolve model is not usable: {exc}"
-            client = None
-        if client is not None:
-            runner = _PhaseRunner(repo, ctx, client, out_dir, limits, agent.workspace)
-            instruction = agent.instruction or build_instruction(experiment, iteration, base_commit, ctx.known_tasks, limits)
-            result = await runner.session(instruction, max_turns=limits.max_turns, wall_clock=limits.wall_clock_sec,
-                                          trace_dir=out_dir)
-            manifest.stop_reason = result.stop_reason.value
-            if result.infra_error:
-                manifest.infra_error = f"the evolve model failed: {result.detail}"
-            runner.discard_leftovers(f"not recorded when the session ended ({result.stop_reason.value})")
-            ctx.save_progress()
-            await run_gate(repo, manifest, base_commit=base_commit, tasks_dir=tasks_dir,
-                           smoke_url=gate_policy_server_url, repair=runner.repair,
-                           smoke_timeout_sec=limits.smoke_timeout_sec, trace_dir=out_dir / "gate")
+        runner = _make_runner(repo, ctx, manifest, role, out_dir, limits, agent)
+        if runner is not None:
+            await _run_session(runner, ctx, manifest, out_dir, limits, agent, tasks_dir, gate_policy_server_url)
     except asyncio.CancelledError:
         try:
             discard_all(repo)
@@ -296,6 +261,60 @@ async def run_evolve_phase(
     progress.unlink(missing_ok=True)
     return manifest
 
+
+def _make_context(repo: HarnessRepo, experiment: Path | None, iteration: int, base_commit: str, manifest: Manifest,
+                  limits: EvolveLimits, tasks_dir: Path | None, agent: "AgentSpec", out_dir: Path) -> EvolveContext:
+    """What every tool of the session sees: the repo, its confinement, the base snapshot, the scope."""
+    return EvolveContext(
+        repo=repo,
+        confinement=Confinement(repo.path, experiment),
+        base_commit=base_commit,
+        base=BaseSnapshot.from_commit(repo, base_commit),
+        manifest=manifest,
+        limits=limits,
+        iteration=iteration,
+        experiment_dir=experiment,
+        known_tasks=known_tasks(experiment, iteration, tasks_dir),
+        progress_path=out_dir / PROGRESS_FILE,
+        tasks_dir=Path(tasks_dir) if tasks_dir is not None else None,
+        replay=limits.replay,
+        replay_dir=out_dir / "replay",
+        allowed_components=agent.allowed_components,
+        evidence_sources=agent.evidence_sources,
+        allowed_paths=agent.allowed_paths,
+        registry_keys=agent.registry_keys,
+    )
+
+
+def _make_runner(repo: HarnessRepo, ctx: EvolveContext, manifest: Manifest, role: RoleConfig, out_dir: Path,
+                 limits: EvolveLimits, agent: "AgentSpec") -> "_PhaseRunner | None":
+    """The session runner on the evolve model's client; None (and `infra_error`) when it is unusable."""
+    from ahe.llm import make_client
+
+    try:
+        client = make_client("evolve", role)
+    except Exception as exc:
+        manifest.infra_error = f"the evolve model is not usable: {exc}"
+        return None
+    return _PhaseRunner(repo, ctx, client, out_dir, limits, agent.workspace)
+
+
+async def _run_session(runner: "_PhaseRunner", ctx: EvolveContext, manifest: Manifest, out_dir: Path,
+                       limits: EvolveLimits, agent: "AgentSpec", tasks_dir: Path | None,
+                       gate_policy_server_url: str | None) -> None:
+    """The agent's session, then the gate on what it recorded."""
+    instruction = agent.instruction or build_instruction(ctx.experiment_dir, ctx.iteration, ctx.base_commit,
+                                                         ctx.known_tasks, limits)
+    result = await runner.session(instruction, max_turns=limits.max_turns, wall_clock=limits.wall_clock_sec,
+                                  trace_dir=out_dir)
+    manifest.stop_reason = result.stop_reason.value
+    if result.infra_error:
+        manifest.infra_error = f"the evolve model failed: {result.detail}"
+    runner.discard_leftovers(f"not recorded when the session ended ({result.stop_reason.value})")
+    ctx.save_progress()
+    await run_gate(ctx.repo, manifest, base_commit=ctx.base_commit, tasks_dir=tasks_dir,
+                   smoke_url=gate_policy_server_url, repair=runner.repair,
+                   smoke_timeout_sec=limits.smoke_timeout_sec, trace_dir=out_dir / "gate")
 
 def _clear_artifacts(out_dir: Path) -> None:
     """What an earlier, killed attempt of this phase left in out_dir (the phase is redone whole)."""
