@@ -216,22 +216,7 @@ def run_transfer(
     from ahe.io import atomic_write_json
     from ahe.testing.endpoint import mock_endpoint
 
-    entries = [m if isinstance(m, ModelEntry) else ModelEntry(name=m.strip()) for m in models
-               if isinstance(m, ModelEntry) or (m and m.strip())]
-    if not entries:
-        raise AheError("--models: give at least one model name (comma-separated, e.g. --models gpt-4o,qwen3-32b) or a models file")
-    if not tasks:
-        raise AheError("--tasks: give at least one task folder")
-    for t in tasks:
-        if not Path(t).is_dir():
-            raise AheError(f"--tasks {t}: no such folder")
-    from ahe.sandbox.registry import get_backend
-
-    get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
-    if isolation not in ("auto", "bwrap", "none"):
-        raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
-    if k < 1:
-        raise AheError(f"-k must be at least 1, not {k}")
+    entries = _check_transfer_args(models, tasks, sandbox, isolation, k)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     h = resolve_harness(harness, out, "harness")
@@ -279,6 +264,28 @@ def run_transfer(
     }
     atomic_write_json(out / "transfer.json", data)
     return data
+
+
+def _check_transfer_args(models: list[str] | list[ModelEntry], tasks: list[Path], sandbox: str, isolation: str,
+                         k: int) -> list[ModelEntry]:
+    """The model entries to evaluate; one sentence naming the option for anything unusable."""
+    entries = [m if isinstance(m, ModelEntry) else ModelEntry(name=m.strip()) for m in models
+               if isinstance(m, ModelEntry) or (m and m.strip())]
+    if not entries:
+        raise AheError("--models: give at least one model name (comma-separated, e.g. --models gpt-4o,qwen3-32b) or a models file")
+    if not tasks:
+        raise AheError("--tasks: give at least one task folder")
+    for t in tasks:
+        if not Path(t).is_dir():
+            raise AheError(f"--tasks {t}: no such folder")
+    from ahe.sandbox.registry import get_backend
+
+    get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
+    if isolation not in ("auto", "bwrap", "none"):
+        raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    if k < 1:
+        raise AheError(f"-k must be at least 1, not {k}")
+    return entries
 
 
 async def _evaluate_sides(sides: dict[str, tuple[dict, Path]], settings: dict) -> dict[str, Any]:
