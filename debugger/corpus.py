@@ -5,16 +5,23 @@ Layout (docs/debugger.md)::
     corpus/index.md                          one line per task: outcome, trials, where to start
     corpus/_shared/system-<sha>.md           system prompts, once each (steps point here)
     corpus/<task>/divergence.md              first step where a passing and a failing trial differ
-    corpus/<task>/<trial>/index.md           the trial's outcome, then one line per step
-    corpus/<task>/<trial>/step-NNN.md        one step: assistant text, tool calls, results
+    corpus/<task>/<trial>/index.md           the trial's outcome, then one line per step (with its lines)
+    corpus/<task>/<trial>/steps.md           every step: assistant text, tool calls, results
+    corpus/<task>/<trial>/step-NNN.md        (a name, not a file) one step = its lines of steps.md
     corpus/<task>/<trial>/sub_agents/<NN-name>/...   the same for a sub-agent's session
+
+Steps are packed (`debugger.steps`): a file per step made the build as slow as the file
+system creates files. Every reader resolves `step-NNN.md` to its lines.
 
 A task (all its trials) is the unit of work: repeats are referenced within a task and the
 divergence note compares its trials. With enough data, tasks are spread over worker
 processes (`python -m debugger.corpus --worker`, one per core, jobs and results pickled
 over pipes — no fork of a threaded parent, no re-import of the caller's main module). The
-corpus is built in a temporary folder and swapped in at the end, so a reader never sees
-half of it; the previous corpus is deleted in the background.
+corpus is built in `.corpus.tmp-<pid>/` and swapped in with one rename at the end, so a
+reader never sees half of it, and a killed build leaves no `corpus/` that looks complete
+(the next build sweeps the half-built folder). Nothing is fsynced: the corpus is derived
+data, rebuilt from `rollouts/` whenever the debug phase runs again (a resumed run re-runs an
+unfinished phase). The previous corpus is deleted in the background.
 """
 
 from __future__ import annotations
@@ -188,8 +195,8 @@ def _run_workers(jobs: list[TaskJob], n: int) -> list[dict[str, Any]]:
 
 def _root_index(outputs: list[dict[str, Any]]) -> str:
     lines = ["# Corpus", "",
-             "Cleaned traces, one file per step. Start from a trial's index.md; cite steps as "
-             "corpus/<task>/<trial>/step-NNN.md.", ""]
+             "Cleaned traces. Start from a trial's index.md; cite steps as corpus/<task>/<trial>/step-NNN.md "
+             "(each is a few lines of the trial's steps.md; the index gives which).", ""]
     for o in outputs:
         flags = [t["passed"] for t in o["trials"]]
         passed = sum(1 for p in flags if p)

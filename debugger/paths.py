@@ -3,7 +3,8 @@
 The debugger agent may only read the corpus. Every path it gives is resolved here: absolute
 paths, `..` and anything that resolves (through a symlink) outside the corpus root are
 refused with a message saying what to give instead. Citations in reports go through the same
-resolution and must name an existing file (and, when given, existing lines).
+resolution and must name an existing file or a packed step (`debugger.steps`), and, when
+given, existing lines.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from debugger import steps
+from debugger.render import natural_key
 
 _RANGE = re.compile(r"^(?P<path>.+?)(?:(?:#L|:L|#|:)(?P<a>\d+)(?:\s*[-–]\s*L?(?P<b>\d+))?)?$")
 _STEP = re.compile(r"step-(\d+)\.md$")
@@ -87,17 +91,18 @@ def check_citation(root: Path | str, ref: str) -> CitationCheck:
     except CorpusPathError as exc:
         return CitationCheck(ref, False, str(exc))
     norm = corpus_ref(root, real)
-    if not real.is_file():
+    packed = steps.packed_step(real)
+    if not real.is_file() and packed is None:
         hint = ""
         sm = _STEP.search(path_part)
         if sm and real.parent.is_dir():
-            steps = sorted(p.name for p in real.parent.glob("step-*.md"))
-            if steps:
-                hint = f" (this trial has {steps[0]} … {steps[-1]})"
+            names = sorted(set(steps.table_of(real.parent)) | {p.name for p in real.parent.glob("step-*.md")}, key=natural_key)
+            if names:
+                hint = f" (this trial has {names[0]} … {names[-1]})"
         what = "is a folder, not a file" if real.is_dir() else "does not exist in the corpus"
         return CitationCheck(ref, False, f"{norm} {what}{hint}", norm, lines)
     if lines is not None:
-        n = _line_count(real)
+        n = _line_count(real) if packed is None else packed[2] - packed[1] + 1
         if lines[0] < 1 or lines[1] < lines[0] or lines[1] > n:
             return CitationCheck(ref, False, f"{norm} has {n} lines; lines {lines[0]}-{lines[1]} do not exist", norm, lines)
     return CitationCheck(ref, True, "", norm, lines)

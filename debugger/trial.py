@@ -1,9 +1,9 @@
-"""One trial into corpus files: a step file per ATIF step, the index, the facts, the turns.
+"""One trial into corpus files: its steps (packed in steps.md), the index, the facts, the turns.
 
-A single pass over the trajectory's steps renders each step (cleaned), adds its line to the
-index, feeds the facts collector and records the turn signatures used for the divergence
-note. Files are handed to a `Writer`, whose threads create them while the next steps are
-rendered (creating a file is mostly waiting on the file system).
+A single pass over the trajectory's steps renders each step (cleaned), adds its line (with
+the step's lines in steps.md, see `debugger.steps`) to the index, feeds the facts collector
+and records the turn signatures used for the divergence note. Files are handed to a
+`Writer`, whose thread writes them while the next trial is rendered.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from debugger.clean import Cleaner
 from debugger.divergence import TrialTurns, Turn, action_signature
 from debugger.facts import TrialFacts
 from debugger.render import args_text, call_summary, command_key, content_text, fence, natural_key, one_line
+from debugger.steps import STEPS, entry_line
 
 try:  # optional: about three times faster than the standard library on big trajectories
     import orjson as _orjson
@@ -152,16 +153,20 @@ class Session:
                for i, s in enumerate(steps)]
         self.width = width = max(3, len(str(max(ids, default=1))))
         os.makedirs(self.out, exist_ok=True)
-        lines = []
+        lines, bodies, at = [], [], 1
         for sid, step in zip(ids, steps):
             if step.__class__ is not dict:
                 continue
             self.steps += 1
             name = f"step-{sid:0{width}d}"
             body, line = self.step(sid, name, step)
-            self.bytes += self.writer.write(f"{self.out}/{name}.md", body)
+            bodies.append(body)
+            n = body.count("\n")  # every body ends with a newline; readers split on '\n' alone
+            lines.append(entry_line(name, at, at + n - 1, line))
+            at += n
+        if bodies:  # one file for all the steps: creating a file per step was the build's cost
+            self.bytes += self.writer.write(f"{self.out}/{STEPS}", "".join(bodies))
             self.files += 1
-            lines.append(f"{name} {line}")
         return lines
 
     def step(self, sid: int, name: str, step: dict[str, Any]) -> tuple[str, str]:
@@ -402,7 +407,8 @@ def index_text(task: str, trial: str, f: dict[str, Any], raw: str, lines: list[s
     if subs:
         out.append("sub-agent runs:")
         out.extend(subs)
-    out += ["", "One line per step: `step-NNN source [turn] what happened`. Markers: [= the earlier step it repeats], "
+    out += ["", "One line per step: `step-NNN steps.md:A-B source [turn] what happened`; the step is lines A-B of "
+            "steps.md, and read_file reads it by its name (step-NNN.md). Markers: [= the earlier step it repeats], "
             "[cut N] characters cut, [base64×N] blobs dropped, [binary] binary output dropped.", ""]
     out.extend(lines)
     return "\n".join(out) + "\n"

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from ahe.harness.manifest import ChangeEntry
 from ahe.run_folder import RunFolder
 from ahe.runtime.tools import ToolResult
+from debugger import steps as packed_steps
 from evolve_agent.confine import EXPERIMENT_MOUNT, PathProblem, PathRefused
 from evolve_agent.context import EvolveContext
 from evolve_agent.foresight import replay_recorded_change
@@ -43,7 +44,7 @@ def _evidence_missing(ctx: EvolveContext, entry: ChangeEntry) -> list[str]:
         ref = re.sub(r"(#.*|:\d+(-\d+)?)$", "", ev.ref.strip())
         if ref.startswith(EXPERIMENT_MOUNT + "/"):
             ref = ref[len(EXPERIMENT_MOUNT) + 1:]
-        if not ref or ref.startswith("/") or ".." in ref.split("/") or not any((root / ref).exists() for root in roots):
+        if not ref or ref.startswith("/") or ".." in ref.split("/") or not any(packed_steps.exists(root / ref) for root in roots):
             missing.append(ev.ref)
     return missing
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ahe.runtime.tools import ToolResult
 from ahe.sandbox.output import truncate_head_tail
+from debugger import steps as packed_steps
 from evolve_agent.confine import WORKSPACE_MOUNT, PathProblem, PathRefused
 from evolve_agent.context import EvolveContext
 from evolve_agent.foresight import revise_change
@@ -77,9 +78,27 @@ def list_files(ctx: EvolveContext, session: Any, path: str = ".", depth: int = 2
     return f"{r.shown}/\n" + ("\n".join(lines) if lines else "(empty)")
 
 
+def name_is_steps(path: str) -> bool:
+    """A corpus steps.md counts lines as its builder did: on '\\n' alone."""
+    return os.path.basename(path) == packed_steps.STEPS
+
+
+def _read_bytes(ctx: EvolveContext, path: str, limit: int):
+    """A file's bytes, or a corpus step packed in its trial's steps.md (named step-NNN.md, debugger.steps)."""
+    try:
+        return ctx.confinement.read_bytes(path, limit=limit)
+    except PathRefused:
+        raise
+    except PathProblem:
+        r = ctx.confinement.for_read(path)
+        if packed_steps.packed_step(r.host) is None:
+            raise
+        return r, packed_steps.read_text(r.host).encode("utf-8", "surrogatepass")[:limit]
+
+
 def read_file(ctx: EvolveContext, session: Any, path: str, start_line: int = 1, end_line: int | None = None) -> ToolResult | str:
     try:
-        r, data = ctx.confinement.read_bytes(path, limit=MAX_READ_BYTES + 1)
+        r, data = _read_bytes(ctx, path, MAX_READ_BYTES + 1)
     except PathRefused as exc:
         return _refused(ctx, session, "read_file", str(exc), path=path)
     except PathProblem as exc:
@@ -149,9 +168,11 @@ def grep(ctx: EvolveContext, session: Any, pattern: str, path: str = ".", glob: 
             continue
         if b"\x00" in data[:8192]:
             continue
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        where = packed_steps.line_namer(full, shown)  # a hit in a corpus steps.md is named by its step
+        text = data.decode("utf-8", errors="replace")
+        for n, line in enumerate(text.split("\n") if name_is_steps(full) else text.splitlines(), 1):
             if rx.search(line):
-                hits.append(f"{shown}:{n}: {line[:300]}")
+                hits.append(f"{where(n)}: {line[:300]}")
                 if len(hits) >= max_results:
                     return "\n".join(hits) + f"\n[... stopped at {max_results} matches; narrow the path or pattern]"
     capped = f"\n[searched only the first {MAX_GREP_FILES} files; narrow the path]" if len(files) >= MAX_GREP_FILES else ""

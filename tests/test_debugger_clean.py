@@ -13,6 +13,7 @@ from debugger.clean import CleanConfig, Cleaner
 from debugger.corpus import build_corpus
 from debugger.facts import classify_result
 from debugger.synthetic import make_iteration
+from debugger.steps import step_names
 
 
 def b64(n: int, seed: int = 1) -> str:
@@ -92,5 +93,5 @@ def test_worker_processes_build_the_same_corpus(tmp_path):
     build_corpus(one, workers=1)
     assert not [p for p in one.iterdir() if p.name.startswith(".corpus.tmp")]
     raw = json.loads((one / "rollouts" / "task-000" / "trial-1" / "trajectory.json").read_text())
-    assert len(list((one / "corpus" / "task-000" / "trial-1").glob("step-*.md"))) == len(raw["steps"])
+    assert len(step_names(one / "corpus" / "task-000" / "trial-1")) == len(raw["steps"])
     assert os.path.isfile(one / "corpus" / "index.md")

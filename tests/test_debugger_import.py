@@ -14,6 +14,7 @@ from ahe.errors import AheError
 from debugger.importers import import_traces, openai_to_atif
 from debugger.nexau import nexau_to_atif
 from debugger.phase import run_debug_phase
+from debugger.steps import read_text as step_text, step_names
 
 FIX = Path(__file__).parent / "fixtures" / "traces"
 
@@ -28,7 +29,7 @@ WIDE = {**os.environ, "COLUMNS": "250"}  # rich wraps at 80 columns in a pipe
 
 
 def steps_of(out: Path, task: str, trial: str) -> list[str]:
-    return sorted(p.name for p in (out / "corpus" / task / trial).glob("step-*.md"))
+    return step_names(out / "corpus" / task / trial)
 
 
 def assert_same_structure(out: Path, task: str, trial: str, n_steps: int) -> None:
@@ -56,7 +57,7 @@ async def test_atif_harbor_layout(tmp_path):
     assert r2["repeated_error_signatures"][0]["count"] == 3 and r2["tokens"]["total"] == 11530
     note = (tmp_path / "corpus" / "fix-config" / "divergence.md").read_text()
     assert "turn 2" in note and "corpus/fix-config/r2/step-004.md" in note and "port: 8080" in note
-    step = (tmp_path / "corpus" / "fix-config" / "r1" / "step-004.md").read_text()
+    step = step_text(tmp_path / "corpus" / "fix-config" / "r1" / "step-004.md")
     assert "~~~bash\nsed -i 's/port: 80800/port: 8080/' /app/config.yaml" in step and "OK" in step
 
 
@@ -69,10 +70,10 @@ async def test_nexau_dump_with_sub_agents_anthropic_and_xml_tools(tmp_path):
     assert_same_structure(tmp_path, "parse-logs", "run-7", 5)
     # the sub-agent span became its own session in the corpus, referenced from the step that ran it
     sub = tmp_path / "corpus" / "build-api" / "trial-1" / "sub_agents" / "01-researcher"
-    assert sorted(p.name for p in sub.glob("step-*.md")) == [f"step-{i:03d}.md" for i in range(1, 5)]
-    assert "pytest.ini" in (sub / "step-003.md").read_text()
-    assert "sub-agent trace: corpus/build-api/trial-1/sub_agents/01-researcher/index.md" in (
-        tmp_path / "corpus" / "build-api" / "trial-1" / "step-003.md").read_text()
+    assert step_names(sub) == [f"step-{i:03d}.md" for i in range(1, 5)]
+    assert "pytest.ini" in step_text(sub / "step-003.md")
+    assert "sub-agent trace: corpus/build-api/trial-1/sub_agents/01-researcher/index.md" in step_text(
+        tmp_path / "corpus" / "build-api" / "trial-1" / "step-003.md")
     t2 = facts["tasks"]["build-api"]["trials"]["trial-2"]
     assert t2["timeouts"]["tool_timeouts"] == 1 and t2["failed_tool_calls"] == 1 and t2["sub_agent_runs"] == 1
     assert t2["tokens"]["total"] == 1800 + 60 + 2400 + 50 + 2600 + 30
@@ -81,9 +82,9 @@ async def test_nexau_dump_with_sub_agents_anthropic_and_xml_tools(tmp_path):
     assert (div["turn"], div["kind"], div["fail_step"]) == (2, "action", "corpus/build-api/trial-2/step-004.md")
     # Anthropic content blocks and a tool called in text (XML mode): the call is added to the step
     run = (tmp_path / "corpus" / "parse-logs" / "run-7")
-    assert "grep -c ERROR /logs/app.log" in (run / "step-003.md").read_text()
-    assert "## Reasoning" in (run / "step-003.md").read_text()
-    s4 = (run / "step-004.md").read_text()
+    assert "grep -c ERROR /logs/app.log" in step_text(run / "step-003.md")
+    assert "## Reasoning" in step_text(run / "step-003.md")
+    s4 = step_text(run / "step-004.md")
     assert "## Tool call 1: read_file (tool_1)" in s4 and "17" in s4
     assert facts["tasks"]["parse-logs"]["trials"]["run-7"]["tool_calls_by_tool"] == {"read_file": 1, "run_shell_command": 1}
 
@@ -94,11 +95,11 @@ async def test_openai_messages_json_jsonl_and_legacy_function_calls(tmp_path):
         ("legacy-function", "trial-1", None), ("sort-list", "trial-1", 1.0), ("sort-list", "trial-2", 0.0)]
     assert_same_structure(tmp_path, "sort-list", "trial-1", 7 - 2)  # tool messages fold into their agent step
     assert_same_structure(tmp_path, "sort-list", "trial-2", 5)
-    s3 = (tmp_path / "corpus" / "sort-list" / "trial-1" / "step-003.md").read_text()
+    s3 = step_text(tmp_path / "corpus" / "sort-list" / "trial-1" / "step-003.md")
     assert "~~~bash\nhead -5 /app/nums.txt\n~~~" in s3 and "10\n9\n100" in s3
     note = (tmp_path / "corpus" / "sort-list" / "divergence.md").read_text()
     assert "corpus/sort-list/trial-2/step-004.md" in note and "sort -n" in note
-    legacy = (tmp_path / "corpus" / "legacy-function" / "trial-1" / "step-002.md").read_text()
+    legacy = step_text(tmp_path / "corpus" / "legacy-function" / "trial-1" / "step-002.md")
     assert "get_weather" in legacy and "temp_c" in legacy
     assert facts["tasks"]["sort-list"]["pass_rate"] == 0.5
 

@@ -26,6 +26,7 @@ from ahe.rollout.scheduler import RolloutConfig, run_rollouts
 from debugger.agent import DebugLimits
 from debugger.phase import run_debug_phase
 from debugger.report import SECTIONS
+from debugger.steps import read_text as step_text, step_names
 from tests.conftest import SEED, write_files
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -119,12 +120,12 @@ def result(it: Path, task: str, trial: int) -> dict:
 async def test_corpus_files_cleaning_divergence_and_facts(it):
     s = await run_debug_phase(it, previous_dir=it.parent / "001", use_agent=False)
     corpus = it / "corpus"
-    # one file per step, and one index line per step
+    # one step per ATIF step (packed in steps.md), and one index line per step
     for task, trial in [("alpha", 1), ("delta", 2), ("gamma", 1)]:
         traj = json.loads((it / "rollouts" / task / f"trial-{trial}" / "trajectory.json").read_text())
         ids = [st["step_id"] for st in traj["steps"]]
         d = corpus / task / f"trial-{trial}"
-        assert sorted(p.name for p in d.glob("step-*.md")) == [f"step-{i:03d}.md" for i in ids]
+        assert step_names(d) == [f"step-{i:03d}.md" for i in ids]
         index = (d / "index.md").read_text()
         assert [ln.split()[0] for ln in index.splitlines() if ln.startswith("step-")] == [f"step-{i:03d}" for i in ids]
     assert s.steps == sum(len(json.loads(p.read_text())["steps"]) for p in it.glob("rollouts/*/*/trajectory.json"))
@@ -132,22 +133,22 @@ async def test_corpus_files_cleaning_divergence_and_facts(it):
     # the system prompt is kept once and pointed to
     shared = list((corpus / "_shared").glob("system-*.md"))
     assert len(shared) == 1
-    assert f"corpus/_shared/{shared[0].name}" in (corpus / "alpha" / "trial-1" / "step-001.md").read_text()
+    assert f"corpus/_shared/{shared[0].name}" in step_text(corpus / "alpha" / "trial-1" / "step-001.md")
 
     g = corpus / "gamma" / "trial-1"
     raw = json.loads((it / "rollouts" / "gamma" / "trial-1" / "trajectory.json").read_text())
     blob = raw["steps"][2]["observation"]["results"][0]["content"].split("\n")[1]
-    assert len(blob) == 4000 and blob not in (g / "step-003.md").read_text()
-    assert "[base64 blob dropped: 4,000 characters" in (g / "step-003.md").read_text()
-    long_step = (g / "step-004.md").read_text()  # seq 1 4000: cut by the shell, then by the corpus
+    assert len(blob) == 4000 and blob not in step_text(g / "step-003.md")
+    assert "[base64 blob dropped: 4,000 characters" in step_text(g / "step-003.md")
+    long_step = step_text(g / "step-004.md")  # seq 1 4000: cut by the shell, then by the corpus
     assert "characters cut (lines" in long_step and "rollouts/gamma/trial-1/trajectory.json, step 4, result 1" in long_step
     assert "sandbox file: rollouts/gamma/trial-1/root/logs/exec/" in long_step and "\n4000\n" in long_step
     assert "1\n2\n3\n" in long_step
-    repeat = (g / "step-006.md").read_text()  # seq 1 1000 again: a reference, not the output
+    repeat = step_text(g / "step-006.md")  # seq 1 1000 again: a reference, not the output
     assert "identical to corpus/gamma/trial-1/step-005.md (result 1)" in repeat and "\n500\n" not in repeat
     assert "[= gamma/trial-1/step-005.md]" in (g / "index.md").read_text()
     # the second trial's identical output points to the first trial's
-    assert "identical to corpus/gamma/trial-1/step-005.md" in (corpus / "gamma" / "trial-2" / "step-005.md").read_text()
+    assert "identical to corpus/gamma/trial-1/step-005.md" in step_text(corpus / "gamma" / "trial-2" / "step-005.md")
     assert s.cleaning["blobs"] == 2 and s.cleaning["deduplicated"] == 4 and s.cleaning["truncated"] == 1
     assert s.raw_tokens > s.corpus_tokens > 0 and s.compression == pytest.approx(s.raw_bytes / s.corpus_bytes, rel=1e-3)
 

@@ -57,7 +57,7 @@ class RecordedTrial:
     passed: bool | None
     messages: list[dict[str, Any]]
     turns: list[RecordedTurn]
-    width: int  # digits of the corpus step file names
+    width: int  # digits of the corpus step names (step-NNN.md)
     first_step: int = 1
     errors: list[str] = field(default_factory=list)
 

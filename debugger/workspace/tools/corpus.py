@@ -2,7 +2,10 @@
 
 Every path goes through `debugger.paths.resolve_corpus_path`: absolute paths, `..` and
 symlinks that lead out of the corpus are refused. The corpus root and the task come from the
-session state, set by the debug phase before the session starts.
+session state, set by the debug phase before the session starts. A trial's steps are packed
+in its steps.md (`debugger.steps`); the tools show and read each one as `step-NNN.md`, and
+grep reports a hit in steps.md at the step and the line inside it, so what they print can be
+cited as it is.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ahe.runtime import ToolResult
+from debugger import steps as packed
 from debugger.paths import CorpusPathError, corpus_ref, resolve_corpus_path
 from debugger.render import natural_key
 
@@ -42,21 +46,32 @@ def list_files(path: str = "", *, state: dict[str, Any]) -> ToolResult | str:
         real = resolve_corpus_path(root, path)
     except CorpusPathError as exc:
         return _refuse(exc)
+    if packed.packed_step(real) is not None:
+        return f"{corpus_ref(root, real)} is a step (lines of steps.md); read it with read_file"
     if not real.exists():
         return ToolResult(content=f"{corpus_ref(root, real)} does not exist; list its parent folder to see what does", is_error=True)
     if real.is_file():
         return f"{corpus_ref(root, real)} is a file ({real.stat().st_size:,} bytes); read it with read_file"
-    entries = sorted(os.scandir(real), key=lambda e: (not e.is_dir(follow_symlinks=False), natural_key(e.name)))
-    lines = [f"{corpus_ref(root, real)}/ ({len(entries)} entries)"]
-    for e in entries[:MAX_LIST]:
+    rows: list[tuple[bool, str, int]] = []  # (is a folder, name, size)
+    for e in os.scandir(real):
         if e.is_dir(follow_symlinks=False):
-            lines.append(f"  {e.name}/")
+            rows.append((True, e.name, 0))
+            continue
+        try:
+            rows.append((False, e.name, e.stat(follow_symlinks=False).st_size))
+        except OSError:
+            rows.append((False, e.name, 0))
+    names = {name for _, name, _ in rows}
+    rows += [(False, name, -(b - a + 1)) for name, (a, b) in packed.table_of(real).items() if name not in names]
+    entries = sorted(rows, key=lambda r: (not r[0], natural_key(r[1])))
+    lines = [f"{corpus_ref(root, real)}/ ({len(entries)} entries)"]
+    for is_dir, name, size in entries[:MAX_LIST]:
+        if is_dir:
+            lines.append(f"  {name}/")
+        elif size < 0:
+            lines.append(f"  {name}  {-size} lines of steps.md")
         else:
-            try:
-                size = e.stat(follow_symlinks=False).st_size
-            except OSError:
-                size = 0
-            lines.append(f"  {e.name}  {size:,}")
+            lines.append(f"  {name}  {size:,}")
     if len(entries) > MAX_LIST:
         lines.append(f"  … {len(entries) - MAX_LIST} more; a trial's index.md lists every step in one line each")
     return "\n".join(lines)
@@ -71,9 +86,11 @@ def read_file(path: str, start_line: int | None = None, end_line: int | None = N
     ref = corpus_ref(root, real)
     if real.is_dir():
         return ToolResult(content=f"{ref} is a folder; use list_files", is_error=True)
-    if not real.is_file():
+    try:
+        text = packed.read_text(real)
+    except (FileNotFoundError, IsADirectoryError):
         return ToolResult(content=f"{ref} does not exist in the corpus", is_error=True)
-    lines = real.read_text(encoding="utf-8", errors="replace").split("\n")
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     n = len(lines)
@@ -110,7 +127,8 @@ def grep(pattern: str, path: str = "", regex: bool = False, max_results: int = 5
     else:
         needle = pattern.lower()
         match = lambda line: needle in line.lower()  # noqa: E731
-    files = [real] if real.is_file() else []
+    step = packed.packed_step(real)
+    files = [real] if real.is_file() or step else []
     if real.is_dir():
         for dirpath, dirnames, filenames in os.walk(real):  # os.walk does not follow symlinked folders
             dirnames.sort(key=natural_key)
@@ -125,15 +143,16 @@ def grep(pattern: str, path: str = "", regex: bool = False, max_results: int = 5
         if f.is_symlink():
             continue
         try:
-            text = f.read_text(encoding="utf-8", errors="replace")
+            text = packed.read_text(f)
         except OSError:
             continue
         if not regex and needle not in text.lower():
             continue
         ref = corpus_ref(root, f)
+        where = packed.line_namer(f, ref)
         for i, line in enumerate(text.split("\n"), 1):
             if match(line[:GREP_LINE_CHARS]):
-                hits.append(f"{ref}:{i}: {line[:300]}")
+                hits.append(f"{where(i)}: {line[:300]}")
                 if len(hits) >= max_results:
                     break
         if len(hits) >= max_results:
