@@ -20,7 +20,8 @@ Measured, each as MB of trajectory.json per second of wall time:
                 one process below 96 MB of trajectories, one per core above),
   corpus (1 worker)   the same in this process only
 each also as MB per CPU second (user + system, this process and its workers), with the load
-average at each run: the machine is shared, and CPU time is what the load does not inflate.
+average at each run and the time the building thread waited for a CPU (/proc schedstat):
+the machine is shared, and CPU time is what the load does not inflate.
 And the tokens (4 characters each, the runtime's estimate) of the raw traces vs the corpus.
 When `debugger` does not (yet) expose `build_corpus` or `Cleaner`, that line says so.
 
@@ -95,15 +96,25 @@ def bench_corpus(it_dir: Path, workers: int | None) -> dict[str, Any]:
     # a first build each time: the previous corpus is removed first (untimed), or build_corpus
     # would delete it in the background while the measured build runs
     shutil.rmtree(it_dir / "corpus", ignore_errors=True)
-    cpu0 = _cpu()
+    cpu0, wait0 = _cpu(), _waited()
     t0 = time.perf_counter()
     b = build_corpus(it_dir, workers=workers)
     wall = time.perf_counter() - t0
-    cpu = _cpu() - cpu0
+    cpu, waited = _cpu() - cpu0, _waited() - wait0
     return {"available": True, "raw_bytes": b.raw_bytes, "corpus_bytes": b.corpus_bytes, "files": b.files, "steps": b.steps,
             "workers": b.workers, "sec": wall, "mb_s": b.raw_bytes / 1e6 / wall, "cpu_sec": cpu,
             "cpu_mb_s": b.raw_bytes / 1e6 / cpu if cpu > 0 else float("nan"), "load1": os.getloadavg()[0],
+            "waited_for_cpu_sec": waited,
             "raw_tokens": b.raw_bytes // 4, "corpus_tokens": b.corpus_bytes // 4, "errors": b.errors[:5], "clean": b.clean}
+
+
+def _waited() -> float:
+    """Seconds this thread spent runnable but waiting for a CPU (the load's share of the wall time); NaN off Linux."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def _cpu() -> float:
@@ -192,7 +203,8 @@ def run_place(base_dir: Path | None, args: argparse.Namespace, label: str) -> di
             print(f"  [{label}] run {r + 1}/{args.repeat}: clean {cleans[-1].get('clean_mb_s', float('nan')):.0f} MB/s, "
                   f"corpus {c.get('mb_s', float('nan')):.0f} MB/s wall, {c.get('cpu_mb_s', float('nan')):.0f} MB/s CPU "
                   f"({c.get('workers')} workers), corpus 1 worker {corp1[-1].get('mb_s', float('nan')):.0f} MB/s wall, "
-                  f"{corp1[-1].get('cpu_mb_s', float('nan')):.0f} MB/s CPU; load {c.get('load1', float('nan')):.1f}",
+                  f"{corp1[-1].get('cpu_mb_s', float('nan')):.0f} MB/s CPU, {corp1[-1].get('sec', float('nan')):.2f} s of which "
+                  f"{corp1[-1].get('waited_for_cpu_sec', float('nan')):.2f} s waiting for a CPU; load {c.get('load1', float('nan')):.1f}",
                   file=sys.stderr, flush=True)
     finally:
         if not (args.keep and base_dir is None):
@@ -245,6 +257,7 @@ def main() -> None:
                 res[f"{key}_cpu_mb_s"] = median(x["cpu_mb_s"] for x in cr)
                 res[f"{key}_runs_mb_s"] = [round(x["mb_s"], 1) for x in cr]
                 res[f"{key}_load1"] = [round(x["load1"], 1) for x in cr]
+                res[f"{key}_waited_for_cpu_sec"] = [round(x.get("waited_for_cpu_sec", float("nan")), 3) for x in cr]
                 res[f"{key}_tokens"] = [cr[0]["raw_tokens"], cr[0]["corpus_tokens"]]
                 res[f"{key}_files"] = cr[0]["files"]
                 res[f"{key}_errors"] = cr[0]["errors"]
