@@ -127,8 +127,7 @@ def grep(pattern: str, path: str = "", regex: bool = False, max_results: int = 5
     else:
         needle = pattern.lower()
         match = lambda line: needle in line.lower()  # noqa: E731
-    step = packed.packed_step(real)
-    files = [real] if real.is_file() or step else []
+    files = [real] if real.is_file() or packed.packed_step(real) else []
     if real.is_dir():
         for dirpath, dirnames, filenames in os.walk(real):  # os.walk does not follow symlinked folders
             dirnames.sort(key=natural_key)
