@@ -163,7 +163,7 @@ def fs_probe(where: Path, files: int = 500) -> float:
     """Microseconds to create and write one 3 KB file in a fresh folder under `where`."""
     import os
 
-    d = Path(tempfile.mkdtemp(prefix="ahe-bench-fsprobe-", dir=where))
+    d = Path(tempfile.mkdtemp(prefix=f"ahe-bench-fsprobe-{os.getpid()}-", dir=where))
     data = b"x" * 3000
     try:
         t0 = time.perf_counter()
@@ -179,7 +179,7 @@ def fs_probe(where: Path, files: int = 500) -> float:
 
 
 def run_place(base_dir: Path | None, args: argparse.Namespace, label: str) -> dict[str, Any]:
-    root = args.keep if (args.keep and base_dir is None) else Path(tempfile.mkdtemp(prefix="ahe-bench-traces-", dir=base_dir))
+    root = args.keep if (args.keep and base_dir is None) else Path(tempfile.mkdtemp(prefix=f"ahe-bench-traces-{os.getpid()}-", dir=base_dir))
     it_dir = root / "iteration"
     try:
         t0 = time.perf_counter()
