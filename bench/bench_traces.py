@@ -161,8 +161,6 @@ def bench_baseline(it_dir: Path, src: Path) -> dict[str, Any]:
 
 def fs_probe(where: Path, files: int = 500) -> float:
     """Microseconds to create and write one 3 KB file in a fresh folder under `where`."""
-    import os
-
     d = Path(tempfile.mkdtemp(prefix=f"ahe-bench-fsprobe-{os.getpid()}-", dir=where))
     data = b"x" * 3000
     try:
