@@ -123,8 +123,9 @@ def test_human_table_says_the_same(demo_run):
     union = next(ln.split() for ln in text.splitlines() if ln.startswith("│ regression (agent ∪ replay) "))
     assert union[5:] == ["│", "1", "│", "1", "│", "1", "│", "1.00", "│", "0.33", "│", "1.00", "│", "0.33", "│"]
     comp = {ln.split()[1]: ln.split() for ln in text.splitlines() if ln.startswith(("│ middleware", "│ long_term_memory"))}
-    assert comp["middleware"][1:] == ["middleware", "│", "1", "│", "0", "│", "1", "│", "0", "│", "0", "│", "0", "│", "0.00", "│"]
-    assert comp["long_term_memory"][1:] == ["long_term_memory", "│", "1", "│", "1", "│", "0", "│", "0", "│", "0", "│", "0", "│", "1.00", "│"]
+    # columns: changes, kept, rolled back, inconclusive, deferred, rejected, pending, keep rate
+    assert comp["middleware"][1:] == ["middleware", "│", "1", "│", "0", "│", "1", "│", "0", "│", "0", "│", "0", "│", "0", "│", "0.00", "│"]
+    assert comp["long_term_memory"][1:] == ["long_term_memory", "│", "1", "│", "1", "│", "0", "│", "0", "│", "0", "│", "0", "│", "0", "│", "1.00", "│"]
 
 
 def test_iteration_filter_and_bad_input(demo_run, capsys, tmp_path):

@@ -59,12 +59,15 @@ def _run(loop: EvolutionLoop, *, resume: bool = False) -> None:
 
 
 def _verdicts(run: Path) -> dict[str, str]:
+    """Each change's standing verdict (a deferred one's latest re-judgement)."""
     out = {}
     for att in sorted(run.glob("iterations/*/attribution.json")):
         data = json.loads(att.read_text())
-        man = json.loads((run / "iterations" / f"{data['iteration'] - 1:03d}" / "evolve" / "manifest.json").read_text())
-        uid = {c["id"]: Path(c["files"][0]).stem for c in man["changes"]}
-        out.update({uid[v["change_id"]]: v["verdict"] for v in data["changes"]})
+        for v in data["changes"] + data.get("rejudged", []):
+            made = v["change_iteration"] if v.get("change_iteration") is not None else data["iteration"] - 1
+            man = json.loads((run / "iterations" / f"{made:03d}" / "evolve" / "manifest.json").read_text())
+            uid = {c["id"]: Path(c["files"][0]).stem for c in man["changes"]}
+            out[uid[v["change_id"]]] = v["verdict"]
     return out
 
 

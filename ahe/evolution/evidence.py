@@ -117,10 +117,13 @@ class Ledger:
         """All trials of `task` that are evidence about `state` (see the module docstring)."""
         total = Counts()
         for st, c in self.obs.get(task, {}).items():
-            diff = st ^ state
-            if all(ch in self.judged and task not in self.touched.get(ch, set()) for ch in diff):
+            if self.compatible(task, st, state):
                 total = total + c
         return total
+
+    def compatible(self, task: str, st: frozenset[str], state: frozenset[str]) -> bool:
+        """Trials of `task` on `st` are evidence about `state`."""
+        return all(ch in self.judged and task not in self.touched.get(ch, set()) for ch in st ^ state)
 
     def exact(self, task: str, state: frozenset[str]) -> Counts:
         return self.obs.get(task, {}).get(state, Counts())

@@ -245,6 +245,10 @@ class EvolutionLoop:
             + (f" (agent ∪ replay: precision {_pct(up.precision)} recall {_pct(up.recall)})"
                if (up := att.union_regression_predictions) is not None else "")
         )
+        for v in att.rejudged:  # deferred changes of earlier iterations, judged again (noise policy)
+            self.run.event("decision", iteration=it, change=v.change_id, change_iteration=v.change_iteration,
+                           verdict=v.verdict, reason=v.reason)
+            self.run.history(f"  - deferred {v.change_id} of iteration {v.change_iteration} judged again: {v.verdict} — {v.reason}")
 
     def _record_reeval(self, scores: Scores, it: int, att: Attribution) -> None:
         r = att.reeval

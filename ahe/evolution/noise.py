@@ -10,10 +10,13 @@ A change is judged by evidence, not by a δ threshold on two trials:
    or the budget (a share of one round) is spent.
 3. A moved task is pinned on a change by evidence: the only change of the round; else "head
    without c" is re-evaluated on that task — c caused it when the task falls back to its
-   base level without c, and is cleared when it stays (the last uncleared change is it).
-4. A change is kept when it moved some task up and P(its net effect > 0) ≥ 0.9; otherwise it
-   is rolled back — a change with no measurable benefit is harness bloat, and the burden of
-   proof is on the change. The confidence of each verdict is stated.
+   base level without c, and is cleared when it stays ("an earlier change did it" keeps a
+   share of the prior, so the last uncleared change is never blamed by elimination alone).
+4. A change is kept when it moved some task up and P(its net effect > 0) ≥ 0.9; rolled back
+   when a task it moved fell, or when it shows no evidence of benefit and none is in sight;
+   deferred when a watched task may still have risen (`ahe.evolution.deferred`: it stays and
+   is judged again in later rounds). The burden of proof is on the change; the confidence
+   of each verdict is stated.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ahe.evolution.deferred import Pending, defer_or_rollback, gather, rejudge, share_watch, track_deferred
 from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior, prob_between, prob_greater
 from ahe.evolution.reeval import Reevaluator, make_reevaluator, without_change
 from ahe.harness.manifest import ChangeEntry
@@ -37,7 +41,11 @@ MAX_EXTRA = 10  # re-evaluation trials per task and side
 FLAT_EXTRA = 4  # a predicted task that does not move gets this many before it is let go
 NAMED_ODDS = 3.0  # prior odds that a change which predicted a movement caused it, against one that did not
 MAX_LOO = 6  # trials of "head without c" on one task
+EARLIER_ODDS = 1.0  # prior weight of "an earlier change did it" against one unpredicting change of the round
 CONFIRM = 2  # a movement seen in the round's own trials must survive this many fresh ones on the head
+
+
+EARLIER = "no change of this round explains it"
 
 
 def change_key(iteration: int, change_id: str) -> str:
@@ -53,6 +61,8 @@ class Replay:
     commits: dict[int, str] = field(default_factory=dict)  # round -> commit it evaluated
     now: frozenset[str] = frozenset()  # the workspace's state where the replay stopped
     tasks: list[str] = field(default_factory=list)
+    deferred: dict[str, "Pending"] = field(default_factory=dict)  # change key -> its deferred verdict, still open
+    rounds: dict[int, dict[str, Counts]] = field(default_factory=dict)  # round -> task -> what it saw on its head
 
 
 def _manifest(run: RunFolder, it: int) -> list[ChangeEntry]:
@@ -75,23 +85,28 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
         rp.commits[r] = ref.commit if ref else ""
         for task, ts in res.tasks.items():
             rp.ledger.add(task, state, ts.passed, ts.trials)
+            rp.rounds.setdefault(r, {})[task] = Counts(ts.passed, ts.trials)
         rp.tasks = sorted(res.tasks)
         if r == it and not complete:
             break
         att = folder.attribution()
         if att:
-            for v in att.changes:
-                key = change_key(r - 1, v.change_id)
+            base = state - {change_key(r - 1, c.id) for c in _manifest(run, r - 1)}
+            for v in att.rejudged + att.changes:
+                key = change_key(v.change_iteration if v.change_iteration is not None else r - 1, v.change_id)
                 rp.ledger.judged.add(key)
                 moved = v.touched_tasks if att.strictness == "noise" else att.improved + att.regressed
-                rp.ledger.touched[key] = set(moved)
+                rp.ledger.touched[key] = set(moved) | (set(v.watch_tasks) if v.verdict == "deferred" else set())
+                track_deferred(rp.deferred, key, v, base, state, r)
+            share_watch(rp.ledger, [(change_key(r - 1, v.change_id), v) for v in att.changes])
             for e in att.evidence:  # a movement no change of its round explains: an earlier
                 if e.movement != "none" and not e.attributed_to:  # change did it, so the task's
                     for key in rp.states[r]:  # history before this round no longer pools
                         rp.ledger.touched.setdefault(key, set()).add(e.task)
-        _add_reevals(run, r, rp.ledger, best=best_of_it or r < it)
+        _add_reevals(run, r, rp, best=best_of_it or r < it)
         rb = folder.rollback()
-        gone = {change_key(r - 1, x.change_id) for x in (rb.rolled_back if rb else []) if x.revert_commit}
+        gone = {change_key(x.change_iteration if x.change_iteration is not None else r - 1, x.change_id)
+                for x in (rb.rolled_back if rb else []) if x.revert_commit}
         state = state - gone
         if r == it:
             break
@@ -100,7 +115,7 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
     return rp
 
 
-def _add_reevals(run: RunFolder, r: int, ledger: Ledger, *, best: bool = True) -> None:
+def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> None:
     from ahe.rollout.trial import load_result
 
     folder = run.iteration(r)
@@ -111,7 +126,10 @@ def _add_reevals(run: RunFolder, r: int, ledger: Ledger, *, best: bool = True) -
     for tag, h in harnesses.items():
         for task_dir in folder.reeval.glob(f"*/{tag}"):
             got = [res for res in (load_result(d) for d in task_dir.glob("trial-*")) if res is not None and not res.infra]
-            ledger.add(task_dir.parent.name, frozenset(h.state), sum(x.passed for x in got), len(got))
+            rp.ledger.add(task_dir.parent.name, frozenset(h.state), sum(x.passed for x in got), len(got))
+            if tag == f"iter-{r - 1:03d}":  # the round's own head: part of what the round saw
+                rnd = rp.rounds.setdefault(r, {})
+                rnd[task_dir.parent.name] = rnd.get(task_dir.parent.name, Counts()) + Counts(sum(x.passed for x in got), len(got))
 
 
 @dataclass
@@ -126,6 +144,7 @@ class _Round:
     btag: str
     atag: str
     prior: Prior = field(default_factory=Prior)
+    extra_states: dict[str, frozenset[str]] = field(default_factory=dict)  # other tags re-run: their states
     _pooled: dict[str, Counts] = field(default_factory=dict)
 
     def before_counts(self, task: str) -> Counts:
@@ -151,7 +170,8 @@ def _movement(p: float) -> str:
     return "up" if p >= DECISIVE else "down" if p <= 1 - DECISIVE else "none"
 
 
-async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevaluator | None, k: int) -> Attribution:
+async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevaluator | None, k: int,
+                          final: bool = False) -> Attribution:
     """Judge the accepted changes of iteration it−1 with the evidence (and re-evaluation trials)."""
     changes = _manifest(run, it - 1)
     rp = replay(run, it, complete=False)
@@ -170,7 +190,13 @@ async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevalu
     movers = {t: rd.movement(t) for t in rp.tasks}
     movers = {t: m for t, m in movers.items() if m != "none"}
     attributed, how = await _pin(rd, movers, repo) if changes else ({}, {})
-    return _verdicts(rd, movers, attributed, how, predicted, run)
+    rng = np.random.default_rng(rd.it)
+    unpinned = sorted(t for t, m in movers.items() if m == "up" and not attributed.get(t) and not how.get(t, "").startswith(EARLIER))
+    verdicts = _defer(rd, _verdicts(rd, movers, attributed, rng), movers, predicted, unpinned, rng, final=final)
+    rejudged = await _rejudge_pending(rd, verdicts, rng, repo, final=final)
+    att = _attribution(rd, movers, attributed, how, predicted, verdicts, run)
+    att.rejudged = rejudged
+    return att
 
 
 async def _screen(rd: _Round, predicted: set[str], k: int) -> None:
@@ -224,7 +250,9 @@ async def _pin(rd: _Round, movers: dict[str, str], repo) -> tuple[dict[str, list
                 await rd.ev.run([(t, tag, rd.ev.have(t, tag).n + 1)])
                 loo = rd.ev.have(t, tag)
                 x = prob_between(loo, rd.before_counts(t), rd.after_counts(t), rd.prior)
-                p0 = weight[cid] / sum(weight[i] for i in ids if i not in cleared)
+                # an earlier change (kept or deferred) may have moved it too: it keeps a share, so
+                # clearing every other change of the round never pins the movement on the last one
+                p0 = weight[cid] / (EARLIER_ODDS + sum(weight[i] for i in ids if i not in cleared))
                 post = p0 * x / (p0 * x + (1 - p0) * (1 - x)) if 0 < x < 1 else x
                 if post >= 0.95:
                     found, how[t] = cid, f"without {cid} the task fell back to its base level ({loo.s}/{loo.n}; P = {post:.2f})"
@@ -238,7 +266,7 @@ async def _pin(rd: _Round, movers: dict[str, str], repo) -> tuple[dict[str, list
         if found:
             attributed[t] = [found]
         elif len(cleared) == len(order):
-            attributed[t], how[t] = [], "no change of this round explains it (without each, the task stayed): an earlier change did"
+            attributed[t], how[t] = [], EARLIER + " (without each, the task stayed): an earlier change did"
         else:
             attributed[t] = [i for i in named if i not in cleared]
             how[t] = ("the evidence ran out: pinned on " + ", ".join(attributed[t]) + ", which predicted it") if attributed[t] \
@@ -246,9 +274,8 @@ async def _pin(rd: _Round, movers: dict[str, str], repo) -> tuple[dict[str, list
     return attributed, how
 
 
-def _verdicts(rd: _Round, movers: dict[str, str], attributed: dict[str, list[str]], how: dict[str, str],
-              predicted: set[str], run: RunFolder) -> Attribution:
-    rng = np.random.default_rng(rd.it)
+def _verdicts(rd: _Round, movers: dict[str, str], attributed: dict[str, list[str]],
+              rng: np.random.Generator) -> list[ChangeVerdict]:
     verdicts = []
     for c in rd.changes:
         ups = sorted(t for t, m in movers.items() if m == "up" and c.id in attributed.get(t, []))
@@ -283,7 +310,45 @@ def _verdicts(rd: _Round, movers: dict[str, str], attributed: dict[str, list[str
             regressions_happened=[t for t in c.predicted_regressions if t in downs],
             unpredicted_regressions=[t for t in downs if t not in c.predicted_regressions],
             confidence=round(conf, 4), touched_tasks=touched))
-    return _attribution(rd, movers, attributed, how, predicted, verdicts, run)
+    return verdicts
+
+
+def _defer(rd: _Round, verdicts: list[ChangeVerdict], movers: dict[str, str], predicted: set[str], unpinned: list[str],
+           rng: np.random.Generator, *, final: bool) -> list[ChangeVerdict]:
+    """Turn "no evidence of benefit" into a deferred verdict where the evidence is still promising
+    (ahe.evolution.deferred). A change is watched on its predicted fixes, on rises the budget could
+    not pin on one change of the round, and on rises nobody predicted when it is the only change
+    of its round that may stay in the harness."""
+    open_ = [v for v in verdicts if v.verdict == "rollback" and not v.touched_tasks]
+    staying = [v for v in verdicts if v.verdict == "keep"] + open_
+    unexplained = sorted(t for t in rd.rp.tasks if t not in movers and t not in predicted and rd.p_up(t) >= 0.9)
+    out = []
+    for v in verdicts:
+        if v in open_:
+            watch = sorted(set(v.predicted_fixes) | set(unpinned) | set(unexplained if len(staying) == 1 else []))
+            v = defer_or_rollback(rd, v, watch, rng, final=final)
+        out.append(v)
+    return out
+
+
+async def _rejudge_pending(rd: _Round, verdicts: list[ChangeVerdict], rng: np.random.Generator, repo, *,
+                           final: bool) -> list[ChangeVerdict]:
+    """Judge every open deferred change of earlier rounds again, with this round's trials pooled in
+    where this round's own changes were found not to touch the task, after re-evaluation trials of
+    its watched tasks with it (this round's base) and without it (the harness it was made on)."""
+    pending = [p for _, p in sorted(rd.rp.deferred.items()) if p.key in rd.before]
+    if not pending:
+        return []
+    led = Ledger(obs=rd.rp.ledger.obs, judged=set(rd.rp.ledger.judged),
+                 touched={k: set(v) for k, v in rd.rp.ledger.touched.items()})
+    for v in verdicts:
+        key = rd.keys[v.change_id]
+        led.judged.add(key)
+        led.touched[key] = set(v.touched_tasks) | set(v.watch_tasks)
+    share_watch(led, [(rd.keys[v.change_id], v) for v in verdicts])
+    if rd.ev is not None:  # at the final evaluation too: its verdict is the last one
+        await gather(rd, pending, led, repo, decisive=DECISIVE, per_side=MAX_EXTRA)
+    return [rejudge(rd, p, led, rng, final=final, decisive=DECISIVE, keep_at=KEEP_AT) for p in pending]
 
 
 def _no_big_rise(rd: _Round, t: str, rng: np.random.Generator) -> float:
@@ -331,6 +396,8 @@ def _attribution(rd: _Round, movers, attributed, how, predicted, verdicts, run: 
 
 
 def _state_of(rd: _Round, tag: str) -> frozenset[str]:
+    if tag in rd.extra_states:
+        return rd.extra_states[tag]
     if tag == rd.btag:
         return rd.before
     if tag == rd.atag:
@@ -376,4 +443,5 @@ class NoisePolicy:
         n_tasks = len(results.tasks) if results else 0
         ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor,
                               budget=int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k))
-        return await attribute_noise(ctx.run, it, ctx.repo, reevaluator=ev, k=ctx.cfg.k)
+        final = ctx.cfg.evaluate_final and it > ctx.cfg.iterations
+        return await attribute_noise(ctx.run, it, ctx.repo, reevaluator=ev, k=ctx.cfg.k, final=final)

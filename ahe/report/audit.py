@@ -18,13 +18,13 @@ from typing import Any, get_args
 
 from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
-from ahe.report import foresight
+from ahe.report import deferrals, foresight
 from ahe.run_folder import Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
 PENDING = "pending"
 COMPONENTS = get_args(Component)  # the manifest's component classes, in their order
-VERDICT_COLUMNS = ("kept", "rolled_back", "inconclusive", "rejected", "pending")
+VERDICT_COLUMNS = ("kept", "rolled_back", "inconclusive", "deferred", "rejected", "pending")
 
 
 def _outcome(task: str, att: Attribution | None) -> str:
@@ -70,10 +70,14 @@ def pooled(scores: list[dict], n_tasks: list[int]) -> dict:
     }
 
 
-def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None, rb: RollbackReport | None) -> dict:
-    """One change of iteration `it`, with what iteration it+1's attribution made of it."""
+def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None, rb: RollbackReport | None,
+                later: dict | None = None) -> dict:
+    """One change of iteration `it`, with what iteration it+1's attribution made of it (and, for a
+    deferred verdict, what later attributions made of it: the row shows the standing verdict)."""
     v = next((x for x in (att.changes if att else []) if x.change_id == c.id), None)
-    r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == c.id), None)
+    r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == c.id and x.change_iteration is None), None)
+    steps = (later or {}).get((it, c.id), []) if v is not None and v.verdict == "deferred" else []
+    v, r = deferrals.latest(v, r, steps)
     if c.status == "rejected":
         verdict, reason = "rejected", "; ".join(c.gate_errors) or "rejected by the validation gate"
     elif c.status != "accepted" or partial:
@@ -100,6 +104,7 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
         "reason": reason,
         "confidence": v.confidence if v else None,  # statistical policies (noise)
         "touched_tasks": list(v.touched_tasks) if v else [],
+        "deferred_steps": deferrals.steps_json(steps),  # noise policy: later judgements of a deferred change
         "rollback_commit": r.revert_commit if r else None,
         "rollback_method": r.method if r else None,
         "rollback_error": r.error if r else None,
@@ -166,10 +171,11 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
     components = {c: {k: 0 for k in ("changes", *VERDICT_COLUMNS)} for c in COMPONENTS}
     fix_scores, reg_scores, n_list = [], [], []
     replay_scores: dict[str, list] = {"replay": [], "union": [], "n": []}
+    later = deferrals.deferral_history(run)
     for it in its:
         manifest, partial = run.iteration(it).manifest()
         att, rb = run.iteration(it + 1).attribution(), run.iteration(it + 1).rollback()
-        changes = [_change_row(it, c, partial, att, rb) for c in (manifest.changes if manifest else [])]
+        changes = [_change_row(it, c, partial, att, rb, later) for c in (manifest.changes if manifest else [])]
         for row in changes:
             comp = components.setdefault(row["component"] or "?", {k: 0 for k in ("changes", *VERDICT_COLUMNS)})
             comp["changes"] += 1
@@ -241,7 +247,8 @@ def _outcomes(d: dict[str, str]) -> str:
 def render_audit(audit: dict, console: Any) -> None:
     from rich.table import Table
 
-    VERDICT_STYLE = {"keep": "green", "rollback": "red", "inconclusive": "yellow", "rejected": "magenta", PENDING: "dim"}
+    VERDICT_STYLE = {"keep": "green", "rollback": "red", "inconclusive": "yellow", "deferred": "cyan", "rejected": "magenta",
+                     PENDING: "dim"}
     status = "finished" if audit["finished"] else "still going (or stopped early)"
     console.print(f"[bold]ahe audit[/] {audit['run_dir']} — run {status}; best iteration {audit['best_iteration']}")
     for it in audit["iterations"]:
@@ -285,6 +292,8 @@ def render_audit(audit: dict, console: Any) -> None:
                     f"[{style}]{c['verdict']}[/]{conf}", c["reason"], rb,
                 )
             console.print(t)
+            if any(c.get("deferred_steps") for c in it["changes"]):
+                console.print(deferrals.deferral_table(it))
         if it.get("evidence"):
             console.print(_evidence_table(it))
         if it["fix_predictions"] is not None:

@@ -18,7 +18,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from ahe.harness.manifest import ChangeEntry, Manifest
-from ahe.report import foresight
+from ahe.report import deferrals, foresight
 from ahe.report import html_svg as svg
 from ahe.report.html_template import TEMPLATE
 from ahe.report.splits import collect_splits
@@ -143,10 +143,13 @@ def _evidence(run: RunFolder, it: int, ch: ChangeEntry, out_dir: Path) -> list[d
 
 
 def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution | None, rb: RollbackReport | None,
-                    diffs: "_Diffs", out_dir: Path) -> dict:
-    """One change of iteration `it`, with its verdict from iteration it+1 and its diff."""
+                    diffs: "_Diffs", out_dir: Path, later: dict | None = None) -> dict:
+    """One change of iteration `it`, with its verdict from iteration it+1 (or, when that deferred it,
+    its standing verdict from a later attribution) and its diff."""
     v = next((x for x in (att.changes if att else []) if x.change_id == ch.id), None)
-    r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == ch.id), None)
+    r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == ch.id and x.change_iteration is None), None)
+    steps = (later or {}).get((it, ch.id), []) if v is not None and v.verdict == "deferred" else []
+    v, r = deferrals.latest(v, r, steps)
     dlines, dnote = diffs.lines(ch.commit)
     return {
         "id": ch.id, "kind": ch.kind, "component": ch.component, "files": ch.files, "summary": ch.summary,
@@ -160,6 +163,7 @@ def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution |
         "rollback": r.model_dump() if r else None, "evidence": _evidence(run, it, ch, out_dir), "diff": dlines, "diff_note": dnote,
         **foresight.timeline_fields(ch, v, att),
         "confidence": v.confidence if v else None,
+        "deferred_steps": deferrals.steps_json(steps),
         # noise policy: the measured evidence of the tasks this change moved or predicted
         "measured": [e.model_dump() for e in (att.evidence if att else [])
                      if ch.id in e.attributed_to or e.task in ch.predicted_fixes or e.task in ch.predicted_regressions],
@@ -168,6 +172,7 @@ def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution |
 
 def _timeline(run: RunFolder, its: list[int], scores: Scores, out_dir: Path) -> list[dict]:
     diffs = _Diffs(run.workspace)
+    later = deferrals.deferral_history(run)
     timeline = []
     for it in its:
         m = read_model(run.iteration(it).manifest_json, Manifest)
@@ -177,7 +182,7 @@ def _timeline(run: RunFolder, its: list[int], scores: Scores, out_dir: Path) -> 
         sc = scores.get(it)
         timeline.append({
             "iteration": it, "manifest_missing": m is None,
-            "entries": [_timeline_entry(run, it, ch, att, rb, diffs, out_dir) for ch in (m.changes if m else [])],
+            "entries": [_timeline_entry(run, it, ch, att, rb, diffs, out_dir, later) for ch in (m.changes if m else [])],
             "final": bool(sc and sc.final),
             "stop_reason": m.stop_reason if m else None,
             "overview_href": _rel(overview, out_dir) if overview.exists() else None,

@@ -30,7 +30,7 @@ svg .cell text{font-size:11px}svg .cell.infra text{fill:#fff}svg .infra-dot{fill
 .change{border:1px solid #ddd;border-radius:6px;margin:8px 0;padding:8px 12px}
 .change header{display:flex;gap:10px;flex-wrap:wrap;align-items:baseline}
 .badge{border-radius:10px;padding:1px 8px;font-size:12px;background:#eee}
-.verdict-keep{background:#d9f0d3}.verdict-rollback{background:#f8d0cc}.verdict-inconclusive{background:#fff3bf}
+.verdict-keep{background:#d9f0d3}.verdict-rollback{background:#f8d0cc}.verdict-inconclusive{background:#fff3bf}.verdict-deferred{background:#d0ebff}
 .verdict-pending{background:#eee;font-style:italic}
 code,pre{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
 pre.diff{background:#fafafa;border:1px solid #eee;padding:6px;overflow-x:auto;max-height:420px}
@@ -113,6 +113,7 @@ harness and of the evolved one (the best), on the split the run evolved on and o
 <dl class="kv">
 {% if c.reason %}<dt>reason</dt><dd>{{ c.reason }}</dd>{% endif %}
 {% if c.confidence is not none %}<dt>confidence</dt><dd>{{ '%.2f'|format(c.confidence) }}</dd>{% endif %}
+{% if c.deferred_steps %}<dt>deferred verdict</dt><dd>{% for s in c.deferred_steps %}<div>iteration {{ s.judged_by }}: <span class="badge verdict verdict-{{ s.verdict }}">{{ s.verdict }}</span>{% if s.confidence is not none %} ({{ '%.2f'|format(s.confidence) }}){% endif %} — {{ s.reason }}{% for w in s.watch_evidence %}; <code>{{ w.task }}</code> {{ w.with_change[0] }}/{{ w.with_change[1] }} with vs {{ w.without[0] }}/{{ w.without[1] }} without, P(up) {{ '%.3f'|format(w.p_up) }}{% endfor %}</div>{% endfor %}</dd>{% endif %}
 {% if c.measured %}<dt>measured</dt><dd>{% for m in c.measured %}<div><code>{{ m.task }}</code>: {{ m.before[0] }}/{{ m.before[1] }} → {{ m.after[0] }}/{{ m.after[1] }}, P(up) {{ '%.3f'|format(m.p_up) }}, {{ m.movement }}{% if m.reeval_trials %}, {{ m.reeval_trials }} re-evaluation trials{% endif %}{% if m.how %} — {{ m.how }}{% endif %}</div>{% endfor %}</dd>{% endif %}
 <dt>files</dt><dd>{% for f in c.files %}<code>{{ f }}</code>{% if not loop.last %}, {% endif %}{% endfor %}</dd>
 <dt>predicted fixes</dt><dd>{% for t in c.predicted_fixes %}<span class="{{ 'hit' if t in c.fixes_improved else 'miss' }}">{{ t }}</span>{% if not loop.last %}, {% endif %}{% else %}—{% endfor %}</dd>

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-Verdict = Literal["keep", "rollback", "inconclusive"]
+Verdict = Literal["keep", "rollback", "inconclusive", "deferred"]
 Movement = Literal["up", "down", "none"]
 
 
@@ -29,6 +29,15 @@ class TaskEvidenceRecord(BaseModel):
     how: str = ""  # how the movement was pinned on a change (or why it was not)
 
 
+class WatchEvidence(BaseModel):
+    """A deferred change's evidence on one watched task: the harness with it against without it."""
+
+    task: str
+    with_change: tuple[int, int]  # (successes, trials) on this round's base, which carries it (fresh trials only)
+    without: tuple[int, int]  # (successes, trials) on this round's base without it (history pooled in)
+    p_up: float  # posterior P(pass rate with > without)
+
+
 class ChangeVerdict(BaseModel):
     change_id: str
     commit: str | None
@@ -45,6 +54,11 @@ class ChangeVerdict(BaseModel):
     replay_regressions: list[str] = Field(default_factory=list)  # regressions pinned on it by its replay
     confidence: float | None = None  # statistical policies: probability that the verdict is right
     touched_tasks: list[str] = Field(default_factory=list)  # statistical policies: tasks this change was found to move
+    # noise policy, deferred verdicts (docs/decisions.md): the change stays provisionally and is judged again
+    change_iteration: int | None = None  # the iteration that made the change, when not the round's own (a re-judgement)
+    deferred_rounds: int = 0  # how many attributions have deferred it so far (this one included when deferred)
+    watch_tasks: list[str] = Field(default_factory=list)  # tasks its evidence is awaited on while deferred
+    watch_evidence: list["WatchEvidence"] = Field(default_factory=list)  # with it vs without it, per watched task
 
 
 class PredictionScore(BaseModel):
@@ -83,6 +97,7 @@ class Attribution(BaseModel):
     pinned_by_replay: dict[str, list[str]] = Field(default_factory=dict)  # regressed task -> change ids
     evidence: list[TaskEvidenceRecord] = Field(default_factory=list)  # noise policy: tasks with any signal
     reeval: "ReevalSummary | None" = None  # noise policy: the targeted re-evaluation of this round
+    rejudged: list[ChangeVerdict] = Field(default_factory=list)  # noise policy: earlier deferred changes judged again
 
 
 class ReevalHarness(BaseModel):
@@ -133,6 +148,7 @@ class ReevalSummary(BaseModel):
 
 class RollbackRecord(BaseModel):
     change_id: str
+    change_iteration: int | None = None  # the iteration that made it, when not the judged round's (a deferred change)
     commit: str  # the change's own commit
     revert_commit: str | None = None
     method: str | None = None  # "git revert" or "restore files"

@@ -68,8 +68,10 @@ def measure(run_dir: Path, world: World, policy: str) -> RunMetrics:
     for it_dir in sorted((run_dir / "iterations").iterdir()):
         att = it_dir / "attribution.json"
         if att.exists():
-            for v in json.loads(att.read_text())["changes"]:
-                uid = by_id.get((int(it_dir.name) - 1, v["change_id"]))
+            data = json.loads(att.read_text())
+            for v in data["changes"] + data.get("rejudged", []):  # a deferred change judged again: its latest verdict
+                made = v.get("change_iteration")
+                uid = by_id.get((made if made is not None else int(it_dir.name) - 1, v["change_id"]))
                 if uid:
                     kept[uid] = v["verdict"] != "rollback"
     real = [u for u in kept if world.changes[u].real]
