@@ -135,7 +135,7 @@ class MockProcess:
     """
 
     def __init__(self, policy: dict[str, Any], *, log_requests: bool = True) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="ahe-bench-mock-"))
+        self._dir = Path(tempfile.mkdtemp(prefix=f"ahe-bench-mock-{os.getpid()}-"))  # pid-named: swept after a kill
         pol = self._dir / "policy.json"
         pol.write_text(json.dumps(policy))
         env = dict(os.environ, PYTHONUNBUFFERED="1")

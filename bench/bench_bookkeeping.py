@@ -32,6 +32,7 @@ import json
 import random
 import shutil
 import sys
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -101,7 +102,7 @@ def setup(root: Path, n_tasks: int, k: int) -> dict[str, Any]:
     from ahe.config import ExperimentConfig
     from ahe.evolution import phases as loop_mod
     from ahe.evolution.loop import EvolutionLoop
-    from ahe.harness.manifest import ChangeEntry, Manifest, write_manifest
+    from ahe.harness.manifest import Manifest, write_manifest
 
     tasks_dir = root / "tasks"
     tasks = make_tasks(tasks_dir, n_tasks)
@@ -194,7 +195,7 @@ def one_run(n_tasks: int, k: int) -> dict[str, float]:
     from ahe.evolution import phases as loop_mod
     from ahe.rollout.scheduler import RolloutConfig, plan_rollouts
 
-    root = Path(tempfile.mkdtemp(prefix="ahe-bench-bookkeeping-"))
+    root = Path(tempfile.mkdtemp(prefix=f"ahe-bench-bookkeeping-{os.getpid()}-"))  # pid-named: swept after a kill
     try:
         s = setup(root, n_tasks, k)
         lp, repo, state, scores = s["loop"], s["repo"], s["state"], s["scores"]

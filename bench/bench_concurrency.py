@@ -58,7 +58,7 @@ def ahe_worker(url: str, tool: str, sessions: int, calls: int) -> dict[str, Any]
     ws = BENCH / "workspaces" / "noop" if tool == "noop" else REPO / "harness_workspace"
     agent = load_agent(ws)
     client = make_client("agent", RoleConfig(model="mock", base_url=url))
-    tmp = Path(tempfile.mkdtemp(prefix="ahe-bench-conc-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"ahe-bench-conc-{os.getpid()}-"))  # pid-named: swept after a kill
 
     async def main() -> dict[str, Any]:
         sandboxes: list[Any] = [None] * sessions

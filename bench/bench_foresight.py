@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=40)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="ahe-bench-foresight-"))
+    root = Path(tempfile.mkdtemp(prefix=f"ahe-bench-foresight-{os.getpid()}-"))  # pid-named: swept after a kill
     try:
         rows = speed(root / "speed", args.runs, args.tasks, args.trials, args.turns)
         fs = foresight(root / "scenarios")
