@@ -26,6 +26,25 @@ RESULTS = BENCH / "results"
 PEER_PYTHON_DEFAULT = Path.home() / ".cache" / "ahe-bench" / "peers" / "bin" / "python"
 
 
+# --------------------------------------------------------------------------- CPU time
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its descendants (live ones, plus reaped children's totals)."""
+    total = 0.0
+    try:
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            total += tree_cpu(int(child))
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return total
+    return total + sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu() -> float:
+    """CPU seconds of this process (all its threads) so far."""
+    t = os.times()
+    return t.user + t.system
+
+
 # --------------------------------------------------------------------------- statistics
 def pct(values: list[float], q: float) -> float:
     """q-th percentile (0..100), linear interpolation; NaN for no values."""

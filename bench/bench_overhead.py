@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     BENCH, INSTRUCTION, REPO, WARMUP_INSTRUCTION, MockProcess, median, ms, pct, peer_python, peer_versions,
-    parse_peers, replay_floor, session_steps, step_policy, table, write_result,
+    parse_peers, replay_floor, self_cpu, session_steps, step_policy, table, tree_cpu, write_result,
 )
 
 # (label, harness, tool/env, kind)
@@ -148,13 +148,17 @@ def ahe_worker(url: str, tool: str, calls: int, instrument: bool) -> dict[str, A
             await Session(agent, client, sandbox=sandbox, trace_dir=tmp / "warmup").run(WARMUP_INSTRUCTION)
             if prof is not None:
                 prof.__init__()
+            box_pid = sandbox._proc.pid if sandbox is not None else None
+            c0, k0 = self_cpu(), tree_cpu(box_pid) if box_pid else 0.0
             t0 = time.monotonic()
             res = await Session(agent, client, sandbox=sandbox, trace_dir=tmp / "trace").run(INSTRUCTION)
             t1 = time.monotonic()
+            cpu = self_cpu() - c0 + (tree_cpu(box_pid) - k0 if box_pid else 0.0)
         finally:
             if sandbox is not None:
                 await sandbox.stop()
         out: dict[str, Any] = {"ok": res.stop_reason.value == "no_tool_call" and res.turns == calls, "t0": t0, "t1": t1,
+                               "cpu_sec": cpu,
                                "info": {"stop_reason": res.stop_reason.value, "turns": res.turns, "tool_errors": res.tool_errors}}
         if prof is not None:
             out["prof"] = {"rows": {str(k): v for k, v in prof.rows.items()}, "call_starts": prof.call_starts}
@@ -291,6 +295,7 @@ def main() -> None:
             for cfg in configs:
                 key = f"{cfg[0]}|{cfg[2]}"
                 mock.reset()
+                load = os.getloadavg()[0]
                 res = run_one(cfg, mock.base_url, args.calls, instrument)
                 if not res.get("ok"):
                     print(f"{cfg[0]} [{cfg[2]}] failed: {res.get('error') or res.get('info')}", file=sys.stderr)
@@ -305,10 +310,13 @@ def main() -> None:
                     splits[key] = split_from_prof(res["prof"], an["floor"]) if res.get("prof", {}).get("call_starts") else {}
                 else:
                     wall = res["t1"] - res["t0"]
-                    runs.setdefault(key, []).append({**an, "session_wall_sec": wall,
+                    cpu = res.get("cpu_sec")
+                    runs.setdefault(key, []).append({**an, "session_wall_sec": wall, "load": load,
+                                                     "cpu_per_call": cpu / args.calls if cpu is not None else None,
                                                      "amortized": (wall - an["floor_all_sec"]) / args.calls})
                     print(f"  run {r + 1}/{args.repeat} {cfg[0]:<26} [{cfg[2]:<5}] overhead median "
-                          f"{ms(pct(an['overhead'], 50))} ms", file=sys.stderr, flush=True)
+                          f"{ms(pct(an['overhead'], 50))} ms, p90 {ms(pct(an['overhead'], 90))} ms (load {load:.1f})",
+                          file=sys.stderr, flush=True)
 
     stub: list[float] = []
     for _ in range(args.repeat):
@@ -324,7 +332,10 @@ def main() -> None:
         if good:
             row.update({
                 "overhead_median": median(pct(x["overhead"], 50) for x in good),
+                "overhead_p90": median(pct(x["overhead"], 90) for x in good),
                 "overhead_p95": median(pct(x["overhead"], 95) for x in good),
+                "cpu_per_call": median(x["cpu_per_call"] for x in good) if all(x.get("cpu_per_call") is not None for x in good) else None,
+                "load_range": [min(x["load"] for x in good), max(x["load"] for x in good)],
                 "step_median": median(pct(x["step"], 50) for x in good),
                 "floor_median": median(pct(x["floor"], 50) for x in good),
                 "session_wall_sec": median(x["session_wall_sec"] for x in good),
@@ -339,17 +350,22 @@ def main() -> None:
         base = ahe.get(r["kind"])
         if base and "overhead_median" in r and r["label"] != "AHE":
             r["ratio_vs_ahe"] = r["overhead_median"] / base["overhead_median"]
+            if r.get("cpu_per_call") and base.get("cpu_per_call"):
+                r["ratio_cpu_vs_ahe"] = r["cpu_per_call"] / base["cpu_per_call"]
 
     rows = []
     for r in summary:
         if "overhead_median" not in r:
-            rows.append([r["label"], r["tool"], "failed", "", "", "", "", "", ""])
+            rows.append([r["label"], r["tool"], "failed"] + [""] * 10)
             continue
-        rows.append([r["label"], r["tool"], ms(r["overhead_median"]), ms(r["overhead_p95"]), ms(r["step_median"]),
-                     ms(r["floor_median"]), ms(r["amortized_median"]), f"{r['session_wall_sec']:.2f}",
-                     f"{r['ratio_vs_ahe']:.1f}x" if "ratio_vs_ahe" in r else "-"])
-    print(table(["harness", "tool", "overhead ms (median)", "p95", "step ms", "mock floor ms", "amortized ms", "session s",
-                 "vs AHE"],
+        rows.append([r["label"], r["tool"], ms(r["overhead_median"]), ms(r["overhead_p90"]), ms(r["overhead_p95"]),
+                     ms(r["step_median"]), ms(r["floor_median"]), ms(r["amortized_median"]),
+                     ms(r["cpu_per_call"]) if r["cpu_per_call"] is not None else "-", f"{r['session_wall_sec']:.2f}",
+                     f"{r['ratio_vs_ahe']:.1f}x" if "ratio_vs_ahe" in r else "-",
+                     f"{r['ratio_cpu_vs_ahe']:.1f}x" if "ratio_cpu_vs_ahe" in r else "-",
+                     "{:.1f}–{:.1f}".format(*r["load_range"])])
+    print(table(["harness", "tool", "overhead ms (median)", "p90", "p95", "step ms", "mock floor ms", "amortized ms",
+                 "CPU ms/call", "session s", "vs AHE", "CPU vs AHE", "load"],
                 rows, title=f"Harness overhead per step — {args.calls} model calls per session, median of {args.repeat} runs"))
     srows = []
     for r in summary:

@@ -72,8 +72,12 @@ def test_foresight_smoke(tmp_path):
 
 @pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed")
 def test_sandbox_smoke(tmp_path):
-    data = run("bench_sandbox.py", tmp_path / "sb.json", "--execs", "20")
-    assert data["execs"] == 20 and 0 < data["cpu_total_ms"] and data["cpu_sandbox_ms"] > 0
+    driver = REPO / "ahe" / "sandbox" / "local_driver.py"
+    data = run("bench_sandbox.py", tmp_path / "sb.json", "--execs", "30", "--baseline-driver", str(driver))
+    assert len(data["drivers"]) == 2
+    for r in data["drivers"].values():  # two sandboxes taking turns, each measured
+        assert r["execs"] == 30 and 0 < r["cpu_total_ms"] and r["cpu_sandbox_ms"] > 0
+        assert 0 < r["wall_p10_ms"] <= r["wall_median_ms"] <= r["wall_p90_ms"]
 
 
 def test_bad_peer_name_is_one_sentence_listing_the_valid_ones():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -182,36 +183,46 @@ def _smol_agent(url: str, calls: int):
 # ----------------------------------------------------------------------------- modes
 def overhead(args) -> dict:
     out = Path(tempfile.mkdtemp(prefix=f"peer-{args.peer}-"))
+    try:
+        return _overhead(args, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)  # a benchmark leaves nothing in /tmp
+
+
+def _overhead(args, out: Path) -> dict:
     prof = Prof() if args.instrument else None
     t0 = t1 = 0.0
+    c0 = c1 = None
     if args.peer == "mini":
         mini_session(args.url, args.env, out / "warm", 4, WARMUP_INSTRUCTION)
-        t0 = time.monotonic()
+        c0, t0 = os.times(), time.monotonic()
         info = mini_session(args.url, args.env, out / "run", args.calls, INSTRUCTION, prof)
-        t1 = time.monotonic()
+        t1, c1 = time.monotonic(), os.times()
     elif args.peer == "openai-agents":
         import asyncio
 
         async def main():
-            nonlocal t0, t1
+            nonlocal t0, t1, c0, c1
             agent = _agents_setup(args.url)
             await agents_session(agent, WARMUP_INSTRUCTION, 4)
-            t0 = time.monotonic()
+            c0, t0 = os.times(), time.monotonic()
             r = await agents_session(agent, INSTRUCTION, args.calls)
-            t1 = time.monotonic()
+            t1, c1 = time.monotonic(), os.times()
             return r
 
         info = asyncio.run(main())
     elif args.peer == "smolagents":
         _smol_agent(args.url, 4).run(WARMUP_INSTRUCTION)
         agent = _smol_agent(args.url, args.calls)
-        t0 = time.monotonic()
+        c0, t0 = os.times(), time.monotonic()
         r = agent.run(INSTRUCTION)
-        t1 = time.monotonic()
+        t1, c1 = time.monotonic(), os.times()
         info = {"final_output": str(r)[:80]}
     else:
         raise SystemExit(f"unknown peer {args.peer!r}")
-    res = {"ok": True, "t0": t0, "t1": t1, "info": info}
+    # CPU of this process and of the children it reaped (mini's subprocess or bwrap per command)
+    cpu = sum(b - a for a, b in zip(c0[:4], c1[:4]))
+    res = {"ok": True, "t0": t0, "t1": t1, "cpu_sec": cpu, "info": info}
     if prof is not None:
         res["prof"] = {"rows": {str(k): v for k, v in prof.rows.items()}, "call_starts": prof.call_starts}
     return res
