@@ -136,10 +136,12 @@ def ahe_worker(url: str, tool: str, calls: int, instrument: bool) -> dict[str, A
 
     async def main() -> dict[str, Any]:
         sandbox = None
-        if tool == "shell":
-            from ahe.sandbox.local import LocalSandbox
+        if tool.startswith("shell"):
+            from ahe.sandbox import local
 
-            sandbox = LocalSandbox(tmp / "app", root_dir=tmp / "sandbox", isolation="bwrap")
+            if tool == "shell-baseline":  # another driver source (--baseline-driver), read at start()
+                local._DRIVER_PATH = Path(os.environ["AHE_BENCH_BASELINE_DRIVER"])
+            sandbox = local.LocalSandbox(tmp / "app", root_dir=tmp / "sandbox", isolation="bwrap")
             await sandbox.start()
         prof = Prof() if instrument else None
         try:
@@ -262,6 +264,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per configuration; medians over runs are reported")
     ap.add_argument("--peers", default="mini,openai-agents,smolagents", help="comma list, or 'none'")
     ap.add_argument("--no-shell", action="store_true", help="skip the (b) shell configurations")
+    ap.add_argument("--shell-only", action="store_true", help="only the (b) shell configurations")
+    ap.add_argument("--baseline-driver", type=Path, default=None,
+                    help="also run AHE's shell step with this local_driver.py source (e.g. from `git show REV:...`)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--tool", default="noop", help=argparse.SUPPRESS)
@@ -276,6 +281,12 @@ def main() -> None:
         return
 
     configs = list(AHE_CONFIGS)
+    if args.baseline_driver is not None:
+        if not args.baseline_driver.is_file():
+            ap.error(f"--baseline-driver {args.baseline_driver} is not a file; write one with "
+                     "`git show <rev>:ahe/sandbox/local_driver.py > FILE`")
+        os.environ["AHE_BENCH_BASELINE_DRIVER"] = str(args.baseline_driver.resolve())
+        configs.append(("AHE (baseline driver)", "ahe", "shell-baseline", "b"))
     py = peer_python()
     peers = parse_peers(args.peers, PEER_CONFIGS, ap)
     notes = []
@@ -286,6 +297,8 @@ def main() -> None:
         configs += PEER_CONFIGS[p]
     if args.no_shell:
         configs = [c for c in configs if c[3] == "a"]
+    if args.shell_only:
+        configs = [c for c in configs if c[3] == "b"]
 
     runs: dict[str, list[dict[str, Any]]] = {}
     splits: dict[str, dict[str, float]] = {}
