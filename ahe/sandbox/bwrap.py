@@ -95,6 +95,17 @@ def bwrap_argv(
     return argv + command
 
 
+def init_pidfd(bwrap_pid: int) -> int | None:
+    """A pidfd on bwrap's init, pid 1 of the jail. bwrap returns as soon as its command (the
+    driver) exits; the init exits only once every process of the jail's pid namespace is
+    gone, so waiting for it makes "stopped" mean "nothing of the sandbox runs any more"."""
+    try:
+        kids = open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children").read().split()
+        return os.pidfd_open(int(kids[0])) if len(kids) == 1 else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def check() -> tuple[bool, str]:
     """Whether a jail shaped like the real one starts and runs python3 (cached per process)."""

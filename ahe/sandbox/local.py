@@ -17,7 +17,6 @@ import itertools
 import json
 import logging
 import os
-import posixpath
 import re
 import shutil
 import subprocess
@@ -36,8 +35,7 @@ from ahe.sandbox.local_files import (
     SandboxPathError,
     copy_file,
     extract_untrusted_tar,
-    output_dir_is_safe,
-    read_output,
+    read_outputs,
     read_regular,
     tar_folder,
     upload_tree_is_safe,
@@ -273,6 +271,7 @@ class LocalSandbox:
                 fut.set_exception(SandboxError("the sandbox was stopped while this call ran"))
         proc = self._proc
         if proc is not None:
+            init_fd = bw.init_pidfd(proc.pid) if self._isolated and proc.poll() is None else None
             if self._wt is not None:
                 self._wt.close()  # EOF: the driver kills its sessions and exits; bwrap follows
             delay, deadline = 0.001, time.monotonic() + 3
@@ -282,6 +281,9 @@ class LocalSandbox:
             if proc.poll() is None:
                 proc.kill()
                 await asyncio.to_thread(proc.wait)
+            if init_fd is not None:
+                await _wait_readable(init_fd, max(0.5, deadline - time.monotonic()))
+                os.close(init_fd)
             if self._rt is not None:
                 self._rt.close()
         if self._finalizer is not None:
@@ -355,7 +357,7 @@ class LocalSandbox:
         duration = time.monotonic() - t0
         stdout = stderr = ""
         if not background:
-            stdout, stderr = await _read_outputs(host_out, host_err, out, err,
+            stdout, stderr = await read_outputs(host_out, host_err, out, err,
                                                  self.max_output_bytes)
         return ExecResult(exit_code=resp["exit_code"], stdout=stdout, stderr=stderr,
                           timed_out=resp["timed_out"], duration_sec=duration,
@@ -464,25 +466,16 @@ class LocalSandbox:
             local.chmod(resp.get("mode", 0o644) & 0o777)
 
 
-async def _read_outputs(host_out: Path, host_err: Path, out: str, err: str,
-                        limit: int) -> tuple[str, str]:
-    if not output_dir_is_safe(host_out.parent):
-        note = f"[ahe: {posixpath.dirname(out)} was replaced by a link; output not read]"
-        return note, note
-
-    def both() -> tuple[str, str]:
-        return read_output(host_out, out, limit), read_output(host_err, err, limit)
-
-    if all(_size(p) <= 1 << 20 for p in (host_out, host_err)):
-        return both()  # the common case: cheaper inline than a hop to a thread
-    return await asyncio.to_thread(both)
-
-
-def _size(path: Path) -> int:
+async def _wait_readable(fd: int, timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(fd, lambda: done.done() or done.set_result(None))
     try:
-        return os.lstat(path).st_size
-    except OSError:
-        return 0
+        await asyncio.wait_for(done, timeout)
+    except asyncio.TimeoutError:
+        pass  # the kernel is slow to tear the namespace down; nothing more we can do
+    finally:
+        loop.remove_reader(fd)
 
 
 def _next_exec_number(exec_dir: Path) -> int:

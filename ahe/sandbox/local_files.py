@@ -12,6 +12,7 @@ covered; the jail path is the safe one.)
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import io
 import os
@@ -200,3 +201,25 @@ def extract_untrusted_tar(data: bytes, dest: Path) -> None:
         else:
             tar.extractall(dest, members=[m for m in tar.getmembers()
                                           if _skip_unsafe(m, str(dest)) is not None])
+
+
+async def read_outputs(host_out: Path, host_err: Path, out: str, err: str,
+                       limit: int) -> tuple[str, str]:
+    """A command's stdout and stderr as text (`out`/`err` are their paths in the sandbox)."""
+    if not output_dir_is_safe(host_out.parent):
+        note = f"[ahe: {posixpath.dirname(out)} was replaced by a link; output not read]"
+        return note, note
+
+    def both() -> tuple[str, str]:
+        return read_output(host_out, out, limit), read_output(host_err, err, limit)
+
+    if all(_size(p) <= 1 << 20 for p in (host_out, host_err)):
+        return both()  # the common case: cheaper inline than a hop to a thread
+    return await asyncio.to_thread(both)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
