@@ -42,6 +42,8 @@ _cancelled = set()  # ids cancelled before their command was even spawned
 _spares = {}  # output folder -> hidden empty files made ahead for the next commands
 _spares_lock = threading.Lock()
 _spare_numbers = itertools.count(1)
+_making = threading.Lock()  # held while spares are being made
+_closing = False  # set at shutdown: make no more spares
 
 
 def reply(obj):
@@ -111,20 +113,27 @@ def _take_spare(path):
 
 def make_spares(folder, want=2):
     """After a command: make hidden empty files in its output folder for the next one."""
-    with _spares_lock:
-        missing = want - len(_spares.get(folder, ()))
-    for _ in range(missing):
-        name = os.path.join(folder, ".spare-%d" % next(_spare_numbers))
-        try:
-            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o644))
-        except OSError:
-            return  # the folder went away or is full: commands create their files as before
+    with _making:  # shutdown waits for this, so no spare is made after it cleaned up
+        if _closing:
+            return
         with _spares_lock:
-            _spares.setdefault(folder, []).append(name)
+            missing = want - len(_spares.get(folder, ()))
+        for _ in range(missing):
+            name = os.path.join(folder, ".spare-%d" % next(_spare_numbers))
+            try:
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, 0o644))
+            except OSError:
+                return  # the folder went away or is full: commands create their files as before
+            with _spares_lock:
+                _spares.setdefault(folder, []).append(name)
 
 
 def _remove_spares():
+    """At shutdown: no spare made ahead is left in the trial's /logs/exec."""
+    global _closing
+    with _making:
+        _closing = True
     with _spares_lock:
         names = [n for folder in _spares.values() for n in folder]
         _spares.clear()
