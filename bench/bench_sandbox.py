@@ -36,7 +36,9 @@ async def _start(app: Path, driver: Path | None) -> Any:
     default = local._DRIVER_PATH
     local._DRIVER_PATH = driver or default  # the driver source is read once, at start()
     try:
-        sb = local.LocalSandbox(app, isolation="bwrap")
+        # root_dir next to app: both sandboxes' output folders in one parent folder, so both
+        # create files in the same ext4 block group (whose state sets the cost of a new file)
+        sb = local.LocalSandbox(app, root_dir=app.parent / f"{app.name}-root", isolation="bwrap")
         await sb.start()
     finally:
         local._DRIVER_PATH = default
