@@ -100,7 +100,8 @@ def init_pidfd(bwrap_pid: int) -> int | None:
     driver) exits; the init exits only once every process of the jail's pid namespace is
     gone, so waiting for it makes "stopped" mean "nothing of the sandbox runs any more"."""
     try:
-        kids = open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children").read().split()
+        with open(f"/proc/{bwrap_pid}/task/{bwrap_pid}/children") as f:
+            kids = f.read().split()
         return os.pidfd_open(int(kids[0])) if len(kids) == 1 else None
     except (OSError, ValueError, AttributeError):
         return None

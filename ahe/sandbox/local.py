@@ -358,7 +358,7 @@ class LocalSandbox:
         stdout = stderr = ""
         if not background:
             stdout, stderr = await read_outputs(host_out, host_err, out, err,
-                                                 self.max_output_bytes)
+                                                self.max_output_bytes)
         return ExecResult(exit_code=resp["exit_code"], stdout=stdout, stderr=stderr,
                           timed_out=resp["timed_out"], duration_sec=duration,
                           background=background, stdout_path=out, stderr_path=err)
