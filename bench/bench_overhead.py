@@ -132,7 +132,7 @@ def ahe_worker(url: str, tool: str, calls: int, instrument: bool) -> dict[str, A
     ws = BENCH / "workspaces" / "noop" if tool == "noop" else REPO / "harness_workspace"
     agent = load_agent(ws)
     client = make_client("agent", RoleConfig(model="mock", base_url=url))
-    tmp = Path(tempfile.mkdtemp(prefix="ahe-bench-overhead-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"ahe-bench-overhead-{os.getpid()}-"))
 
     async def main() -> dict[str, Any]:
         sandbox = None
@@ -179,7 +179,7 @@ def ahe_stub_worker(calls: int, sessions: int = 7) -> dict[str, Any]:
     from ahe.runtime import Session, load_agent
 
     agent = load_agent(BENCH / "workspaces" / "noop")
-    tmp = Path(tempfile.mkdtemp(prefix="ahe-bench-stub-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"ahe-bench-stub-{os.getpid()}-"))
 
     class StubClient:
         model = "stub"

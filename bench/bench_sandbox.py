@@ -53,7 +53,7 @@ async def measure(execs: int, baseline: Path | None) -> dict[str, dict[str, Any]
     cpu_host = dict.fromkeys(drivers, 0.0)
     cpu_box = dict.fromkeys(drivers, 0.0)
     loads = []
-    with tempfile.TemporaryDirectory(prefix="ahe-bench-sandbox-") as d:
+    with tempfile.TemporaryDirectory(prefix=f"ahe-bench-sandbox-{os.getpid()}-") as d:
         boxes = {}
         try:
             for i, (name, driver) in enumerate(drivers.items()):
