@@ -182,3 +182,36 @@ def test_ahe_eval_cli_on_ray_ctrl_c_cancels_then_resumes(ray_cluster, tmp_path):
     assert res["n_trials"] == 6 and res["pass_at_1"] == pytest.approx(2 / 6) and res["infra_errors"] == 0
     for path, text in finished.items():
         assert path.read_text() == text
+
+
+def test_new_user_eval_with_auto_address_same_table_as_local_and_no_key_on_disk(ray_cluster, tmp_path):
+    """`ahe eval --executor ray --ray-address auto` run from a folder outside the repository, with a key
+    in the environment, against a cluster of `ray start` processes: the same pass@1 table as the local
+    executor; the nodes ran the driver's own `ahe` (shipped with the job, not whatever the node's
+    Python has); no key in any file of the cluster's folders (session logs, runtime envs, the nodes'
+    caches and scratch)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(agent_policy()))
+    argv = [sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(SEED), "--tasks", str(TASKS), "-k", "2",
+            "--task", X, "--task", Y, "--task", Z, "--isolation", "bwrap", "--mock-policy", str(policy), "--json"]
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    # auto = the cluster `ray start` last wrote to $RAY_TMPDIR/ray/ray_current_cluster (the head's --temp-dir)
+    env = {**os.environ, "RAY_ADDRESS": "", "RAY_TMPDIR": str(ray_cluster.temp_dir.parent), "OPENAI_API_KEY": PLANTED}
+    assert (ray_cluster.temp_dir / "ray_current_cluster").read_text().strip() == ray_cluster.address
+    runs = {}
+    for name, extra in (("local", []), ("ray", ["--executor", "ray", "--ray-address", "auto"])):
+        done = subprocess.run([*argv, "--out", str(tmp_path / name), *extra], capture_output=True, text=True,
+                              timeout=300, env=env, cwd=cwd)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[name] = summary(tmp_path / name)
+    assert runs["ray"] == runs["local"] and runs["local"]["pass_at_1"] == pytest.approx(2 / 6)
+    shipped = list(ray_cluster.temp_dir.glob("session_*/runtime_resources/py_modules_files/*/ahe/rollout/ray_worker.py"))
+    assert shipped, "the driver's ahe package was not shipped to the nodes"
+    needle = PLANTED.encode()
+    assert grep_tree(ray_cluster.root, needle) == []
+    assert grep_tree(tmp_path / "ray", needle) == []
+    doctor = subprocess.run([sys.executable, "-m", "ahe.cli", "doctor", "--json", "--ray-address", "auto"],
+                            capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+    detail = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["ray cluster"]["detail"]
+    assert detail.startswith(f"auto (joined {ray_cluster.address}): 2 alive node(s)"), detail  # which cluster auto found

@@ -27,6 +27,7 @@ def _cluster(address: str, check_cls: Any) -> Any:
     try:
         ray = connect(address)
         nodes = [n for n in ray.nodes() if n.get("Alive")]
+        joined = _joined(ray)
     except AheError as exc:
         return check_cls("ray cluster", False, str(exc), "ray start --head  (or fix --ray-address / RAY_ADDRESS)", required=False)
     lines = []
@@ -38,6 +39,14 @@ def _cluster(address: str, check_cls: Any) -> Any:
             + (f" {extra}" if extra else "")
         )
     ok = bool(nodes)
-    detail = f"{address}: {len(nodes)} alive node(s)" + ("; " + "; ".join(lines) if lines else "")
+    where = address if joined in (None, address) else f"{address} (joined {joined})"  # which cluster `auto` found
+    detail = f"{where}: {len(nodes)} alive node(s)" + ("; " + "; ".join(lines) if lines else "")
     fix = "" if ok else "ray start --address <head>:6379 on each worker machine"
     return check_cls("ray cluster", ok, detail, fix, required=False)
+
+
+def _joined(ray: Any) -> str | None:
+    try:
+        return ray.get_runtime_context().gcs_address
+    except Exception:  # an older Ray without it: the detail just lacks the address
+        return None

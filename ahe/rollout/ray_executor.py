@@ -19,6 +19,7 @@ import json
 import shutil
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ahe.errors import AheError
@@ -42,12 +43,16 @@ def import_ray() -> Any:
 
 
 def connect(address: str | None) -> Any:
-    """Join the cluster at `address` (auto = the one started on this machine) as a driver."""
+    """Join the cluster at `address` (auto = the one started on this machine) as a driver,
+    with this driver's `ahe` shipped to the nodes (see `code_env`)."""
     ray = import_ray()
     if ray.is_initialized():
-        return ray
+        if _ships_code(ray):
+            return ray
+        ray.shutdown()  # joined by someone else without AHE's code: join again, with it
     try:
-        ray.init(address=address or "auto", logging_level="WARNING", log_to_driver=False, include_dashboard=False)
+        ray.init(address=address or "auto", logging_level="WARNING", log_to_driver=False, include_dashboard=False,
+                 runtime_env=code_env())
     except Exception as exc:  # ConnectionError, ValueError, RuntimeError, a missing ray[client] …
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AheError(
@@ -55,6 +60,14 @@ def connect(address: str | None) -> Any:
             "`ray start --head` on this machine, or give the head's address (host:port, or ray://host:10001 with ray[client])"
         ) from None
     return ray
+
+
+def _ships_code(ray: Any) -> bool:
+    """Whether this process's Ray job carries a py_modules package (ours: only `connect` adds one)."""
+    try:
+        return bool((ray.get_runtime_context().runtime_env or {}).get("py_modules"))
+    except Exception:
+        return False
 
 
 def resolve_for_workers(spec: TrialSpec) -> tuple[TrialSpec, dict[str, str]]:
@@ -70,6 +83,18 @@ def resolve_for_workers(spec: TrialSpec) -> tuple[TrialSpec, dict[str, str]]:
     role = spec.agent_role.model_copy(update={"base_url": ep.base_url, "model": ep.model})
     secrets = {ep.api_key_env: ep.api_key} if ep.api_key and ep.api_key != NO_KEY else {}
     return spec.model_copy(update={"agent_role": role}), secrets
+
+
+def code_env() -> dict[str, Any]:
+    """The runners' runtime env: this driver's own `ahe` package, shipped with the job.
+
+    Ray workers otherwise import whatever `ahe` the node's Python has (another checkout, an
+    older release, or none), which silently runs other code than the driver's. Ray uploads
+    the package once per content (by hash) and each node unpacks it once; only its
+    dependencies (pip install "ahe[ray]") must be on the nodes. No key is ever in it.
+    """
+    package = Path(__file__).resolve().parents[1]  # ahe/ (this file is ahe/rollout/ray_executor.py)
+    return {"py_modules": [str(package)], "excludes": ["__pycache__", "*.pyc"]}
 
 
 def lost_result(spec: TrialSpec, why: str) -> TrialResult:
