@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import logging
 import random
@@ -34,6 +35,37 @@ EventFn = Callable[[str, dict[str, Any]], None]
 RETRY_STATUSES = frozenset({408, 409, 429})
 _CONTEXT_HINTS = ("context_length_exceeded", "maximum context length", "context length", "context window",
                   "exceeds the available context", "prompt is too long", "too many tokens", "input is too long")
+
+
+# Requests of one event loop are spread over SDK clients of at most POOL_REQUESTS requests at
+# once each (a few trials share a pool and its kept-alive connections; one trial alone uses
+# one). httpx's connection pool does O(its connections) work — probing the socket of each
+# idle connection — whenever a request starts or ends, so one pool shared by the 64–128 trials
+# of a rollout costs O(n²) per model turn, all of it in the burst where every trial calls the
+# model at once (bench_ray.py; the process's CPU per trial at 64–128 at once fell ~10 %).
+POOL_REQUESTS = 8
+MAX_POOLS = 32
+
+
+class _Pool:
+    """One SDK client (one connection pool) and how many requests it is serving now."""
+
+    __slots__ = ("sdk", "busy")
+
+    def __init__(self, sdk: openai.AsyncOpenAI) -> None:
+        self.sdk, self.busy = sdk, 0
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> Any:
+    """The SDK's default TLS context, made once per process (loading the CA bundle costs ~50 ms;
+    every pool shares it)."""
+    try:
+        import httpx2 as httpx  # the transport of the openai SDK this project pins
+    except ImportError:  # older SDKs: httpx
+        import httpx
+
+    return httpx.create_ssl_context()
 
 
 class BadResponse(Exception):
@@ -127,27 +159,31 @@ class OpenAIModelClient:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._sdks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI]" = weakref.WeakKeyDictionary()
+        self._sdks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Pool]]" = weakref.WeakKeyDictionary()
         self._renamed: dict[str, str] = {}  # params the endpoint wants under another name
         self._dropped: set[str] = set()  # params the endpoint refuses for this model
 
-    def _sdk(self) -> openai.AsyncOpenAI:
-        """One SDK client per event loop: its connection pool belongs to the loop that made it."""
+    def _pool(self) -> "_Pool":
+        """An SDK client of this event loop with room for one more request (see `_Pool`)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            sdk = self._sdks.get(loop)
-            if sdk is None:
-                sdk = openai.AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key,
-                                         max_retries=0, timeout=self.cfg.timeout_sec)
-                self._sdks[loop] = sdk
-            return sdk
+            pools = self._sdks.setdefault(loop, [])
+            for pool in pools:  # the first with room: a few trials at once share one pool and its connections
+                if pool.busy < POOL_REQUESTS:
+                    return pool
+            if len(pools) < MAX_POOLS:
+                http = openai.DefaultAsyncHttpxClient(verify=_ssl_context())
+                pools.append(_Pool(openai.AsyncOpenAI(base_url=self.endpoint.base_url, api_key=self.endpoint.api_key,
+                                                      max_retries=0, timeout=self.cfg.timeout_sec, http_client=http)))
+                return pools[-1]
+            return min(pools, key=lambda p: p.busy)
 
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
-            sdk = self._sdks.pop(loop, None)
-        if sdk is not None:
-            await sdk.close()
+            pools = self._sdks.pop(loop, [])
+        for pool in pools:
+            await pool.sdk.close()
 
     def _request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                  settings: LLMSettings | None) -> dict[str, Any]:
@@ -213,9 +249,14 @@ class OpenAIModelClient:
             try:
                 # `post` rather than `chat.completions.create`: the latter walks every message
                 # through the SDK's type-driven transform, ~1 ms per turn of history per call.
-                async with asyncio.timeout(self.cfg.timeout_sec):  # whole attempt, not per read
-                    raw = await self._sdk().post("/chat/completions", body=kw, cast_to=bytes,
-                                                 options={"timeout": self.cfg.timeout_sec})
+                pool = self._pool()
+                pool.busy += 1
+                try:
+                    async with asyncio.timeout(self.cfg.timeout_sec):  # whole attempt, not per read
+                        raw = await pool.sdk.post("/chat/completions", body=kw, cast_to=bytes,
+                                                  options={"timeout": self.cfg.timeout_sec})
+                finally:
+                    pool.busy -= 1
                 data = decode_completion(raw)
             except openai.APIStatusError as exc:
                 status = exc.status_code

@@ -109,7 +109,7 @@ def lost_result(spec: TrialSpec, why: str) -> TrialResult:
 
 
 class RayExecutor:
-    """Trials as calls on one asyncio runner actor per node, at most `concurrency` at once."""
+    """Trials as calls on asyncio runner actors (one per 16 CPUs of a node), at most `concurrency` at once."""
 
     def __init__(
         self,
@@ -130,7 +130,7 @@ class RayExecutor:
         self.no_node_timeout_sec = no_node_timeout_sec
         self.startup_wait_sec = startup_wait_sec
         self.slots: dict[str, NodeSlot] = {}
-        self._starting: dict[asyncio.Future, NodeSlot] = {}
+        self._starting: dict[asyncio.Future, tuple[NodeSlot, Any]] = {}
         self._shipped: dict[str, Any] = {}  # content id → ObjectRef, for the executor's lifetime
         self._secrets: dict[str, str] | None = None
         self._ray: Any = None
@@ -144,7 +144,7 @@ class RayExecutor:
         return cid, [self._shipped[cid]]
 
     def _refresh(self) -> None:
-        """Start a runner on every alive node that has none (new nodes join as they appear)."""
+        """Start runners on every alive node that has none (new nodes join as they appear)."""
         from ahe.rollout.ray_worker import TrialRunner
 
         ray = self._ray
@@ -157,23 +157,39 @@ class RayExecutor:
         for nid, fresh in current.items():
             old = self.slots.get(nid)
             if old is not None and (not old.dead or old.running or time.monotonic() - old.died_at < 3 * self.refresh_sec):
-                continue  # has a runner, or just lost it: give the cluster time to mark the node dead
+                continue  # has runners, or just lost one: give the cluster time to mark the node dead
+            if old is not None:
+                self._kill(old)  # what is left of a node's runners after one of them was lost
             remote = ray.remote(TrialRunner).options(
                 num_cpus=0,
                 max_concurrency=10_000,
                 max_restarts=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
             )
-            fresh.pending = remote.remote(self._secrets or {})
+            fresh.pending = [remote.remote(self._secrets or {}) for _ in range(fresh.runner_count())]
             self.slots[nid] = fresh
-            self._starting[asyncio.wrap_future(fresh.pending.node.remote().future())] = fresh
+            for handle in fresh.pending:
+                self._starting[asyncio.wrap_future(handle.node.remote().future())] = (fresh, handle)
 
     def _runner_ready(self, fut: asyncio.Future) -> None:
-        slot = self._starting.pop(fut)
+        slot, handle = self._starting.pop(fut)
+        slot.pending.remove(handle)
         if fut.exception() is None and not slot.dead:
-            slot.runner = slot.pending
-        else:
-            slot.dead, slot.died_at = True, time.monotonic()
+            slot.runners.append(handle)
+            return
+        slot.dead, slot.died_at = True, time.monotonic()
+        try:
+            self._ray.kill(handle)  # the node is being given up: nothing may run there now
+        except Exception:
+            pass
+
+    def _kill(self, slot: NodeSlot) -> None:
+        for handle in slot.handles():
+            try:
+                self._ray.kill(handle)
+            except Exception:  # already gone with its node
+                pass
+        slot.runners, slot.pending = [], []
 
     # ------------------------------------------------------------------ run
     async def run(self, specs: Sequence[TrialSpec], *, on_event: OnEvent | None = None) -> list[TrialResult | None]:
@@ -196,7 +212,7 @@ class RayExecutor:
         task_refs = {d: self._ship(d) for d in tasks}
         results: list[TrialResult | None] = [None] * len(specs)
         queue: deque[int] = deque(range(len(specs)))
-        in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any]] = {}
+        in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any, Any]] = {}
         self._refresh()
         await self._await_runners()
         last_refresh, idle_since = time.monotonic(), time.monotonic()
@@ -217,8 +233,9 @@ class RayExecutor:
                     queue.popleft()
                     slot.take(needs[i])
                     s = ready[i]
-                    ref = slot.runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir])
-                    in_flight[asyncio.wrap_future(ref.future())] = (i, slot, ref)
+                    runner = slot.least_loaded()
+                    ref = runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir])
+                    in_flight[asyncio.wrap_future(ref.future())] = (i, slot, ref, runner)
                     emit("start", i, None, slot)
                 if queue and not in_flight:
                     self._unplaceable(queue, needs, specs, results, idle_since)
@@ -232,7 +249,8 @@ class RayExecutor:
                     if fut in self._starting:
                         self._runner_ready(fut)
                         continue
-                    i, slot, _ = in_flight.pop(fut)
+                    i, slot, _, runner = in_flight.pop(fut)
+                    slot.release(runner)
                     results[i] = await self._finish(fut, specs[i], needs[i], slot)
                     emit("end", i, results[i], slot)
                 if in_flight:
@@ -241,7 +259,7 @@ class RayExecutor:
                     self._refresh()
                     last_refresh = time.monotonic()
         except asyncio.CancelledError:
-            for _, _, ref in in_flight.values():  # cancels the trial's asyncio task in its runner
+            for _, _, ref, _ in in_flight.values():  # cancels the trial's asyncio task in its runner
                 self._ray.cancel(ref)
             raise
         return results
@@ -274,7 +292,7 @@ class RayExecutor:
         try:
             result_json, data = fut.result()
         except ray.exceptions.RayActorError as exc:  # the runner's process or its node died
-            slot.dead, slot.runner, slot.died_at = True, None, time.monotonic()
+            slot.dead, slot.died_at = True, time.monotonic()  # no new trials there; _refresh starts new runners
             return lost_result(spec, f"ray: the worker running this trial on node {slot.label} was lost ({type(exc).__name__})")
         except ray.exceptions.RayError as exc:  # object lost, a failure inside the runner …
             return lost_result(spec, f"ray: {type(exc).__name__} on node {slot.label}: {str(exc).strip()[:300]}")
@@ -287,11 +305,7 @@ class RayExecutor:
         if self._ray is None:
             return
         for slot in self.slots.values():
-            for handle in {id(h): h for h in (slot.runner, slot.pending) if h is not None}.values():
-                try:
-                    self._ray.kill(handle)
-                except Exception:  # already gone with its node
-                    pass
+            self._kill(slot)
         self.slots.clear()
         self._starting.clear()
         self._shipped.clear()

@@ -1,8 +1,9 @@
-"""The worker side of the Ray executor: one asyncio actor per node runs that node's trials.
+"""The worker side of the Ray executor: asyncio actors on each node run that node's trials.
 
-A trial is mostly waiting (on the model endpoint, on sandbox commands), so one process per
-node holds many of them as asyncio tasks, exactly as the local executor does in one process;
-a Ray worker process per trial would cost a Python start-up and ~100 MB each.
+A trial is mostly waiting (on the model endpoint, on sandbox commands), so one process holds
+many of them as asyncio tasks, exactly as the local executor does in one process; a Ray worker
+process per trial would cost a Python start-up and ~100 MB each. A node gets one runner per
+16 CPUs it declares (ray_nodes.TRIALS_PER_RUNNER), so no process serializes too many trials.
 
 The actor is handed the API keys once, in memory, as a constructor argument: they are kept in
 a mapping the model clients read, never put in the process environment (the agent's sandbox
@@ -42,8 +43,8 @@ class TrialRunner:
         base = Path(cache_root or tempfile.gettempdir())
         self.cache = base / f"ahe-ray-cache-{os.getuid()}"
         self.scratch = base / f"ahe-ray-trials-{os.getuid()}"
+        self._fetching: dict[str, asyncio.Future] = {}
         _preload()
-
 
     def node(self) -> str:
         import ray
@@ -72,8 +73,13 @@ class TrialRunner:
             asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, scratch, True)
 
     async def _folder(self, kind: str, cid: str, ref: list) -> Path:
-        """The node's unpacked copy of a shipped folder; only a first fetch leaves the event loop."""
+        """The node's unpacked copy of a shipped folder; only a first fetch leaves the event loop,
+        and trials that need the same folder meanwhile wait for that one fetch."""
         path = self.cache / kind / cid
         if path.is_dir():
             return path
-        return await asyncio.to_thread(cached_folder, self.cache / kind, cid, ref)
+        fetch = self._fetching.get(cid)
+        if fetch is None:
+            fetch = self._fetching[cid] = asyncio.ensure_future(asyncio.to_thread(cached_folder, self.cache / kind, cid, ref))
+            fetch.add_done_callback(lambda _: self._fetching.pop(cid, None))
+        return await asyncio.shield(fetch)  # a cancelled trial does not cancel the others' fetch
