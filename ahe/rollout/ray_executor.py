@@ -213,6 +213,7 @@ class RayExecutor:
         results: list[TrialResult | None] = [None] * len(specs)
         queue: deque[int] = deque(range(len(specs)))
         in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any, Any]] = {}
+        writing: set[asyncio.Future] = set()  # trial folders being written (see _finish)
         self._refresh()
         await self._await_runners()
         last_refresh, idle_since = time.monotonic(), time.monotonic()
@@ -222,7 +223,7 @@ class RayExecutor:
                 on_event(kind, specs[i], res, node=slot.label)  # type: ignore[call-arg]
 
         try:
-            while queue or in_flight:
+            while queue or in_flight or writing:
                 if self.should_stop():  # Ctrl-C: running trials finish, queued ones never start
                     queue.clear()
                 while queue and len(in_flight) < self.concurrency:
@@ -239,7 +240,7 @@ class RayExecutor:
                     emit("start", i, None, slot)
                 if queue and not in_flight:
                     self._unplaceable(queue, needs, specs, results, idle_since)
-                waiting = list(in_flight) + list(self._starting)
+                waiting = [*in_flight, *self._starting, *writing]
                 if waiting:
                     done, _ = await asyncio.wait(waiting, timeout=self.refresh_sec, return_when=asyncio.FIRST_COMPLETED)
                 else:
@@ -248,11 +249,15 @@ class RayExecutor:
                 for fut in done:
                     if fut in self._starting:
                         self._runner_ready(fut)
-                        continue
-                    i, slot, _, runner = in_flight.pop(fut)
-                    slot.release(runner)
-                    results[i] = await self._finish(fut, specs[i], needs[i], slot)
-                    emit("end", i, results[i], slot)
+                    elif fut in writing:
+                        writing.remove(fut)
+                        fut.result()  # a trial folder that cannot be written is an error of the run
+                    else:
+                        i, slot, _, runner = in_flight.pop(fut)
+                        slot.release(runner)
+                        slot.give_back(needs[i])
+                        outcome = self._outcome(fut, specs[i], slot)
+                        writing.add(asyncio.ensure_future(self._finish(outcome, i, specs[i], results, emit, slot)))
                 if in_flight:
                     idle_since = time.monotonic()
                 if time.monotonic() - last_refresh >= self.refresh_sec:
@@ -261,6 +266,8 @@ class RayExecutor:
         except asyncio.CancelledError:
             for _, _, ref, _ in in_flight.values():  # cancels the trial's asyncio task in its runner
                 self._ray.cancel(ref)
+            if writing:  # folders already coming in are written whole (milliseconds), not cut off
+                await asyncio.wait(writing, timeout=10)
             raise
         return results
 
@@ -286,19 +293,29 @@ class RayExecutor:
                        else f"ray: no alive node with CPUs for {self.no_node_timeout_sec:.0f}s")
                 results[i] = lost_result(specs[i], why)
 
-    async def _finish(self, fut: asyncio.Future, spec: TrialSpec, need: Need, slot: NodeSlot) -> TrialResult:
+    def _outcome(self, fut: asyncio.Future, spec: TrialSpec, slot: NodeSlot) -> Any:
+        """What a finished call brought back: (result.json, folder), or an infra result for a
+        trial whose runner or node was lost (and the node is given up at once)."""
         ray = self._ray
-        slot.give_back(need)
         try:
-            result_json, data = fut.result()
+            return fut.result()
         except ray.exceptions.RayActorError as exc:  # the runner's process or its node died
             slot.dead, slot.died_at = True, time.monotonic()  # no new trials there; _refresh starts new runners
             return lost_result(spec, f"ray: the worker running this trial on node {slot.label} was lost ({type(exc).__name__})")
         except ray.exceptions.RayError as exc:  # object lost, a failure inside the runner …
             return lost_result(spec, f"ray: {type(exc).__name__} on node {slot.label}: {str(exc).strip()[:300]}")
-        result = TrialResult.model_validate_json(result_json)
-        write_trial_folder(data, spec.trial_dir, result)  # small, and the local executor writes inline too
-        return result
+
+    async def _finish(self, outcome: Any, i: int, spec: TrialSpec, results: list, emit: Callable, slot: NodeSlot) -> None:
+        """Write a trial's folder in a thread, then report it. When a whole rollout ends at
+        once the driver writes every folder in one burst; written one after another on the
+        event loop, the last trial's end came seconds after its result (bench_ray.py)."""
+        if isinstance(outcome, TrialResult):
+            result = outcome
+        else:
+            result = TrialResult.model_validate_json(outcome[0])
+            await asyncio.to_thread(write_trial_folder, outcome[1], spec.trial_dir, result)
+        results[i] = result
+        emit("end", i, result, slot)
 
     def close(self) -> None:
         """Stop this executor's runners and drop its shipped folders (the cluster keeps running)."""
