@@ -3,7 +3,7 @@
 No shared file system is assumed between the driver and the nodes. A folder (a task, the
 harness at the evaluated commit) travels as an uncompressed tar whose sha256 names it, so a
 node unpacks each distinct content once into its own cache; a finished trial's folder comes
-back the same way and the driver writes it exactly as the local executor would.
+back as plain entries and the driver writes it exactly as the local executor would.
 """
 
 from __future__ import annotations
@@ -83,7 +83,58 @@ def cached_folder(cache_root: Path, cid: str, data_ref: list) -> Path:
     return final
 
 
-def write_trial_folder(data: bytes, trial_dir: Path, result: "TrialResult") -> None:
+# A finished trial's folder on its way back: (relative path, kind, mode, bytes) per entry, kind
+# "d" folder, "f" file, "l" symlink (bytes = its target). Plain tuples, pickled by Ray in C: the
+# driver writes a whole rollout's folders in one burst at the end, from several threads, and
+# tarfile would parse every member in Python, holding the GIL its other threads need.
+Entry = tuple[str, str, int, bytes]
+
+
+def trial_entries(root: Path, *, skip_files: frozenset[str] = frozenset()) -> list[Entry]:
+    """The folder's entries, parents before children; symlinks kept as links, never followed."""
+    out: list[Entry] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        for name in sorted([*dirnames, *filenames]):
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            path = os.path.join(dirpath, name)
+            if rel in skip_files or name in SKIP_NAMES:
+                continue
+            if os.path.islink(path):
+                out.append((rel, "l", 0, os.fsencode(os.readlink(path))))
+            elif os.path.isdir(path):
+                out.append((rel, "d", 0, b""))
+            elif os.path.isfile(path):  # sockets, fifos and devices are not trial output
+                with open(path, "rb") as fh:
+                    out.append((rel, "f", os.fstat(fh.fileno()).st_mode & 0o7777, fh.read()))
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_NAMES and not os.path.islink(os.path.join(dirpath, d)))
+    return out
+
+
+def write_entries(entries: list[Entry], dest: Path) -> None:
+    """Write `trial_entries` under `dest`. As tarfile's "tar" filter would: no absolute or `..`
+    names, nothing written through a link out of `dest`, no setuid/setgid/sticky bits and no
+    group/other write bits."""
+    dest.mkdir(parents=True, exist_ok=True)
+    top = os.path.realpath(dest)
+    for rel, kind, mode, data in entries:
+        if os.path.isabs(rel) or ".." in rel.split("/"):
+            raise ValueError(f"refusing a trial folder entry outside the folder: {rel!r}")
+        path = os.path.join(top, rel)
+        parent = os.path.realpath(os.path.dirname(path))
+        if parent != top and not parent.startswith(top + os.sep):
+            raise ValueError(f"refusing a trial folder entry written through a link out of the folder: {rel!r}")
+        if kind == "d":
+            os.makedirs(path, exist_ok=True)
+        elif kind == "l":
+            os.symlink(os.fsdecode(data), path)
+        else:
+            with open(path, "wb") as fh:
+                fh.write(data)
+            os.chmod(path, mode & 0o755)
+
+
+def write_trial_folder(entries: list[Entry], trial_dir: Path, result: "TrialResult") -> None:
     """Write a trial folder shipped back from a worker: everything, then result.json last.
 
     result.json is written by the same call as `execute_trial` uses, so the file is the
@@ -95,5 +146,5 @@ def write_trial_folder(data: bytes, trial_dir: Path, result: "TrialResult") -> N
 
     if trial_dir.exists():
         shutil.rmtree(trial_dir)  # a half-finished earlier attempt
-    unpack(data, trial_dir, skip=frozenset({RESULT_FILE}))
+    write_entries(entries, trial_dir)
     atomic_write_json(trial_dir / RESULT_FILE, json.loads(result.model_dump_json()))

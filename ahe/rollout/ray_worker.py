@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from ahe.rollout.models import TrialSpec
-from ahe.rollout.ray_transport import cached_folder, pack_folder
+from ahe.rollout.ray_transport import cached_folder, trial_entries
 from ahe.rollout.trial import RESULT_FILE, TrialContext, execute_trial
 
 
@@ -53,8 +53,8 @@ class TrialRunner:
 
     async def run_trial(
         self, spec_json: str, workspace_id: str, workspace_ref: list, task_id: str, task_ref: list
-    ) -> tuple[str, bytes]:
-        """Run one trial here; return its result.json content and its folder as a tar (no result.json)."""
+    ) -> tuple[str, list]:
+        """Run one trial here; return its result and its folder's entries (but result.json)."""
         workspace = await self._folder("workspaces", workspace_id, workspace_ref)
         task_dir = await self._folder("tasks", task_id, task_ref)
         spec = TrialSpec.model_validate_json(spec_json)
@@ -65,10 +65,10 @@ class TrialRunner:
                 update={"workspace": workspace, "task_dir": task_dir, "trial_dir": scratch / spec.task_name / f"trial-{spec.trial}"}
             )
             result = await execute_trial(local, self.ctx)
-            # a trial folder is small (its bulk, /app, is deleted after grading): packing it
+            # a trial folder is small (its bulk, /app, is deleted after grading): reading it
             # inline costs less than a hop to a thread on a busy node
-            data = pack_folder(local.trial_dir, skip_files=frozenset({RESULT_FILE}))
-            return result.model_dump_json(), data
+            entries = trial_entries(local.trial_dir, skip_files=frozenset({RESULT_FILE}))
+            return result.model_dump_json(), entries
         finally:  # off the reply's path
             asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, scratch, True)
 
