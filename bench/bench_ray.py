@@ -161,7 +161,7 @@ def main() -> None:
     from ahe.rollout.scheduler import RolloutConfig
     from ahe.testing.ray_cluster import LocalRayCluster
 
-    tmp = Path(tempfile.mkdtemp(prefix="ahe-bench-ray-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"ahe-bench-ray-{os.getpid()}-"))  # pid-named: swept after a kill
     tasks = make_tasks(tmp / "tasks", max(sizes + [args.overhead_trials + 1]))
     cluster = LocalRayCluster()
     data: dict[str, Any] = {"args": vars(args), "loadavg_before_each_part": {}}
