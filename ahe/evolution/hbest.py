@@ -96,16 +96,21 @@ class _Evidence:
 
 async def choose_best(ctx: Any, it: int) -> tuple[Candidate, float, BestDecision]:
     """Declare H_best after iteration `it`'s rollback; returns (best, estimated pass@1, decision)."""
+    from ahe.evolution.phases import reeval_executor
+
+    with reeval_executor(ctx) as executor:
+        return await _choose_best(ctx, it, executor)
+
+
+async def _choose_best(ctx: Any, it: int, executor: Any) -> tuple[Candidate, float, BestDecision]:
     from ahe.evolution.phases import rollout_config
     from ahe.evolution.reeval import make_reevaluator
-    from ahe.rollout.executor import AsyncioExecutor
 
     folder = ctx.run.iteration(it)
     summary = read_model(folder.reeval_json, ReevalSummary)
     rp = replay(ctx.run, it, complete=True, best_of_it=False)
     prior = Prior(*summary.prior) if summary and summary.prior else fit_prior([rp.ledger.pooled(t, frozenset()) for t in rp.tasks])
     budget = (summary.budget - summary.spent) if summary else int(ctx.cfg.attribution.reeval_share * len(rp.tasks) * ctx.cfg.k)
-    executor = ctx.executor or AsyncioExecutor(ctx.cfg.concurrency, should_stop=ctx.should_stop)
     ev = make_reevaluator(ctx.repo, folder, rollout_config(ctx), executor, budget=max(0, budget))
     e = _Evidence(rp.ledger, rp.tasks, prior, ev, candidates(rp, it, ctx.repo.head()))
     leader_before: str | None = None

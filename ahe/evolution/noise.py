@@ -435,13 +435,12 @@ class NoisePolicy:
 
     async def judge_round(self, ctx: Any, it: int) -> Attribution:
         """The whole round of iteration it−1's changes, with re-evaluation trials through ctx's executor."""
-        from ahe.evolution.phases import rollout_config
-        from ahe.rollout.executor import AsyncioExecutor
+        from ahe.evolution.phases import reeval_executor, rollout_config
 
-        executor = ctx.executor or AsyncioExecutor(ctx.cfg.concurrency, should_stop=ctx.should_stop)
         results = ctx.run.iteration(it).results()
         n_tasks = len(results.tasks) if results else 0
-        ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor,
-                              budget=int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k))
         final = ctx.cfg.evaluate_final and it > ctx.cfg.iterations
-        return await attribute_noise(ctx.run, it, ctx.repo, reevaluator=ev, k=ctx.cfg.k, final=final)
+        with reeval_executor(ctx) as executor:
+            ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor,
+                                  budget=int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k))
+            return await attribute_noise(ctx.run, it, ctx.repo, reevaluator=ev, k=ctx.cfg.k, final=final)

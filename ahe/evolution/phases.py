@@ -75,6 +75,23 @@ def rollout_config(ctx: PhaseContext) -> RolloutConfig:
     )
 
 
+@contextlib.contextmanager
+def reeval_executor(ctx: PhaseContext):
+    """The executor re-evaluation trials run on: the injected one, else the one `executor:` names
+    (so under `executor: ray` they run on the cluster like the rounds), closed afterwards."""
+    if ctx.executor is not None:
+        yield ctx.executor
+        return
+    from ahe.rollout.scheduler import make_executor
+
+    executor = make_executor(rollout_config(ctx), ctx.should_stop)
+    try:
+        yield executor
+    finally:
+        if hasattr(executor, "close"):
+            executor.close()
+
+
 async def rollout_phase(ctx: PhaseContext, it: int) -> RolloutOutcome:
     """k trials per task of H_{t-1} (tag iter-{t-1}) into iterations/NNN/rollouts."""
     d = ctx.run.iteration(it)
