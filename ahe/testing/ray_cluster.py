@@ -48,7 +48,7 @@ class Node:
 class LocalRayCluster:
     """Start with `start(head_cpus)`, `add_node(cpus)`; `address` is what drivers join."""
 
-    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ahe-ray-", dir="/tmp")))
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix=f"ahe-ray-{os.getpid()}-", dir="/tmp")))
     nodes: list[Node] = field(default_factory=list)
     gcs_port: int = 0
 
