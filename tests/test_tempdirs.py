@@ -47,7 +47,7 @@ def test_every_temporary_folder_of_ahe_follows_the_rule():
 
     root = Path(__file__).resolve().parents[1] / "ahe"
     standalone = {"runner.py", "verify.py"}  # copied into task folders and run without AHE
-    pattern = re.compile(r"tempfile\.(TemporaryDirectory|mkdtemp|mkstemp|NamedTemporaryFile)\(([^)]*)\)")
+    pattern = re.compile(r"tempfile\.(TemporaryDirectory|mkdtemp|mkstemp|NamedTemporaryFile)\((.*)$", re.M)
     offenders = []
     for path in root.rglob("*.py"):
         if path.name == "tempdirs.py" or path.name in standalone:
