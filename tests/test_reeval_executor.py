@@ -1,4 +1,5 @@
-"""Re-evaluation trials run where the rounds run: under `executor: ray` on the cluster, not on the driver."""
+"""Every trial of a run goes where the config says: under `executor: ray` the rounds and the
+re-evaluation trials share one executor for the whole run, on the cluster, not on the driver."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class _Injected:
 
 def _ctx(tmp_path: Path, injected=None, **cfg) -> PhaseContext:
     tasks = tmp_path / "tasks"
-    tasks.mkdir(exist_ok=True)
+    tasks.mkdir(parents=True, exist_ok=True)
     return PhaseContext(cfg=ExperimentConfig(tasks=tasks, **cfg), run=RunFolder(tmp_path / "run"), repo=None,  # type: ignore[arg-type]
                         tasks_dir=tasks, executor=injected, roles={"agent": RoleConfig(model="m")})
 
@@ -42,3 +43,20 @@ def test_an_injected_executor_is_used_and_left_open(tmp_path):
     with reeval_executor(_ctx(tmp_path, injected=injected)) as ex:
         assert ex is injected
     assert not injected.closed  # the loop owns it
+
+
+def test_an_evolve_run_on_ray_shares_one_executor_across_phases(tmp_path):
+    """A new Ray executor per rollout restarted the runners every iteration; the loop owns one."""
+    from ahe.evolution.loop import EvolutionLoop
+    from ahe.rollout.ray_executor import RayExecutor
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    loop = EvolutionLoop(ExperimentConfig(tasks=tasks, executor="ray", ray_address="10.0.0.1:6379"), tmp_path / "run")
+    ctx = _ctx(tmp_path / "x", executor="ray", ray_address="10.0.0.1:6379")
+    owned = loop._shared_executor(ctx)
+    assert isinstance(owned, RayExecutor) and ctx.executor is owned
+    with reeval_executor(ctx) as ex:  # re-evaluation uses the same one and leaves it open
+        assert ex is owned
+    injected = _Injected()
+    assert loop._shared_executor(_ctx(tmp_path / "y", injected=injected)) is None

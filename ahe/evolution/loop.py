@@ -108,6 +108,25 @@ class EvolutionLoop:
         url = role_urls.get("explore") or (None if self.cfg.models.explore else role_urls.get("evolve"))
         self.roles["explore"] = explore.model_copy(update={"base_url": url, "model": explore.model or "mock"}) if url else explore
         ctx = self.context(repo)
+        owned = self._shared_executor(ctx)
+        try:
+            return await self._iterate(ctx)
+        finally:
+            if owned is not None:
+                owned.close()
+
+    def _shared_executor(self, ctx: PhaseContext) -> Any:
+        """Under `executor: ray`, one executor for the whole run: its runners and the folders it
+        shipped to the nodes outlive a rollout (a new one per rollout restarted the runners, 8–13 s)."""
+        if ctx.executor is not None or self.cfg.executor != "ray":
+            return None
+        from ahe.evolution.phases import rollout_config
+        from ahe.rollout.scheduler import make_executor
+
+        ctx.executor = make_executor(rollout_config(ctx), ctx.should_stop)
+        return ctx.executor
+
+    async def _iterate(self, ctx: PhaseContext) -> LoopState:
         state = self.run.load_state()
         scores = self.run.load_scores()
         self._elapsed_before = state.elapsed_sec
