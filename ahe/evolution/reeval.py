@@ -131,19 +131,14 @@ class Reevaluator:
             self._counts.setdefault((spec.task_name, spec.trial_dir.parent.name), []).append(res.passed)
 
     def _spec(self, task: str, tag: str, n: int, tdir: Path, *, attempt: int) -> TrialSpec:
-        c = self.rollout
         return TrialSpec(
+            **self.rollout.trial_settings(),
             task_dir=self.task_dirs[task],
             task_name=task,
             trial=n,
             trial_dir=tdir,
             workspace=self.harness(tag).resolve(),
-            agent_role=c.agent_role,
-            sandbox=c.sandbox,
-            isolation=c.isolation,
-            pass_threshold=c.pass_threshold,
-            agent_timeout_sec=c.agent_timeout_sec,
-            verifier_timeout_sec=c.verifier_timeout_sec,
+            agent_role=self.rollout.agent_role,
             attempt=attempt,
         )
 
