@@ -13,7 +13,8 @@ base harness already contained. Four rules (thresholds below; docs/evolve-agent.
    the secret files of two or more tasks.
 3. **Secret block** — three consecutive non-boilerplate lines of a secret file (together at
    least 20 characters) added as three consecutive lines: this catches expected outputs made
-   of short lines (`171<TAB>river` ...).
+   of short lines (`171<TAB>river` ...). A secret file of only two such lines is one block of
+   two: otherwise a two-line expected output whose tokens hold few digits escaped every rule.
 4. **Secret value** — a token of a secret file with at least 6 characters and 3 digits (an
    IP address, an amount, a timestamp, a key) found as a whole token. Plain identifiers such
    as `sha256` or `python311` and a few universal values (`127.0.0.1`) are ignored.
@@ -211,8 +212,9 @@ class LeakIndex:
                 for ln in kept:
                     if len(ln) >= MIN_LINE_CHARS and ln not in public:
                         index.lines.setdefault(ln, (t.name, rel))
-                for i in range(len(kept) - BLOCK_LINES + 1):
-                    block = tuple(kept[i : i + BLOCK_LINES])
+                size = min(BLOCK_LINES, len(kept))  # a two-line file is one block of two
+                for i in range(len(kept) - size + 1 if size >= 2 else 0):
+                    block = tuple(kept[i : i + size])
                     if sum(len(x) for x in block) < MIN_BLOCK_CHARS or sum(len(x) >= 4 for x in block) < 2:
                         continue
                     if " ".join(block) in public:
@@ -248,10 +250,11 @@ class LeakIndex:
                 if secret in text:
                     add(Finding("secret_line", task, secret, rel, where))
             kept = [ln for ln in norm if ln and not is_boilerplate(ln)]
-            for i in range(len(kept) - BLOCK_LINES + 1):
-                hit = self.blocks.get(tuple(kept[i : i + BLOCK_LINES]))
-                if hit:
-                    add(Finding("secret_block", hit[0], " | ".join(kept[i : i + BLOCK_LINES]), hit[1], where))
+            for size in range(2, BLOCK_LINES + 1):
+                for i in range(len(kept) - size + 1):
+                    hit = self.blocks.get(tuple(kept[i : i + size]))
+                    if hit:
+                        add(Finding("secret_block", hit[0], " | ".join(kept[i : i + size]), hit[1], where))
             for tok in _tokens(text):
                 hit = self.values.get(tok)
                 if hit:

@@ -49,6 +49,20 @@ def test_catches_expected_outputs(index):
     assert lint(index, "north 47 517 671132.36")  # csv-region-totals: a line and its amount
 
 
+@pytest.mark.parametrize("tag", ["abcdefab", "ab1cdefa", "abcd1234", "a1b2c3d4"])
+def test_catches_a_two_line_expected_output_whatever_its_tokens(tmp_path, tag):
+    """The evolve escape test's task: with fewer than 3 digits in its one odd token (4% of random
+    tags) this output matched no rule, and copying it into memory passed the gate."""
+    expected = f"north\t{tag}\t517\nsouth\t39\t355\n"
+    write_files(tmp_path, {"alpha-report/task.toml": '[task]\nname = "alpha-report"\n',
+                           "alpha-report/instruction.md": "Write the totals to /app/out.txt.\n",
+                           "alpha-report/tests/expected.txt": expected})
+    out = lint(LeakIndex.from_tasks(tmp_path), f"- The answer file must be exactly:\n{expected}")
+    assert any("lines of the expected output/verifier of task alpha-report (tests/expected.txt)" in m for m in out), out
+    one_line = lint(LeakIndex.from_tasks(tmp_path), f"- north\t{tag}\n- south is the other region")
+    assert not any("lines of the expected output" in m for m in one_line)  # a block needs both lines
+
+
 def test_catches_a_verifier_line(index):
     out = lint(index, "    self.assertEqual(merge([(1, 10), (2, 3), (4, 5)]), [(1, 10)])", where="skills/x/SKILL.md")
     assert out and out[0].startswith("leakage in skills/x/SKILL.md: a line of the verifier/solution of task fix-interval-merge")
