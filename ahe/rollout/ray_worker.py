@@ -22,6 +22,7 @@ from pathlib import Path
 from ahe.rollout.models import TrialSpec
 from ahe.rollout.ray_transport import cached_folder, trial_entries
 from ahe.rollout.trial import RESULT_FILE, TrialContext, execute_trial
+from ahe.sandbox.local_orphans import sweep_orphan_jails
 
 
 def _preload() -> None:
@@ -45,6 +46,7 @@ class TrialRunner:
         self.scratch = base / f"ahe-ray-trials-{os.getuid()}"
         self._fetching: dict[str, asyncio.Future] = {}
         _preload()
+        sweep_orphan_jails()  # jails a killed runner of this node left running (reparented to init)
 
     def node(self) -> str:
         import ray

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ahe.sandbox import bwrap as bw
+from ahe.sandbox import local_orphans as orphans
 from ahe.sandbox.base import ExecResult, Mount, SandboxError
 from ahe.tempdirs import make_temp_dir
 from ahe.sandbox.local_files import (
@@ -215,10 +216,11 @@ class LocalSandbox:
         else:
             argv, cwd = [sys.executable, "-I", "-S", "-c", _BOOT], str(self.app_dir)
         with open(self.root_dir / "driver.log", "ab") as errf:
-            try:
+            try:  # a jail dies with its starter, even one killed mid-launch (local_orphans)
                 self._proc = subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, cwd=cwd,
-                    env={"PATH": bw.DEFAULT_PATH, "LANG": "C.UTF-8"}, start_new_session=True)
+                    env={"PATH": bw.DEFAULT_PATH, "LANG": "C.UTF-8", **orphans.owner_env()},
+                    start_new_session=True, preexec_fn=orphans.die_with_parent() if self._isolated else None)
             except OSError as e:
                 raise SandboxError(f"cannot start the sandbox ({e}); {bw.INSTALL_HINT}") from e
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._owned_root)
