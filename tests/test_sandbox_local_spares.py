@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ahe.sandbox.base import SandboxError
 from ahe.sandbox.local import LocalSandbox
 
 pytestmark = [
@@ -66,3 +67,45 @@ async def test_a_tampered_spare_is_never_followed(tmp_path: Path) -> None:
         host_out = box.root_dir / "logs" / "exec" / Path(r.stdout_path).name
         assert host_out.is_file() and not host_out.is_symlink()
         assert os.stat(host_out).st_nlink == 1
+
+
+async def test_a_killed_driver_leaves_no_spare_in_the_trial_folder(tmp_path: Path) -> None:
+    """The agent kills everything it can signal (the driver too): the driver's own clean-up
+    never runs, so stop() removes the spares (the trial's root/logs ends up in the run)."""
+    root = tmp_path / "trial" / "root"
+    exec_dir = root / "logs" / "exec"
+    box = LocalSandbox(tmp_path / "app", root_dir=root, isolation="bwrap")
+    await box.start()
+    try:
+        await box.exec("echo one", timeout=10)
+        # answered at once; once the driver has made the next command's spares, it kills
+        # every process it can signal, the driver among them
+        await box.exec("while ! ls /logs/exec/.spare-* >/dev/null 2>&1; do sleep 0.01; done; kill -9 -1",
+                       timeout=30, background=True)
+        for _ in range(500):
+            if box._proc.poll() is not None:
+                break
+            await asyncio.sleep(0.01)
+        with pytest.raises(SandboxError, match="died"):
+            await box.exec("true", timeout=10)
+        assert list(exec_dir.glob(".spare-*")), "the killed driver removed its spares itself"
+    finally:
+        await box.stop()
+    assert sorted(p.name for p in exec_dir.iterdir()) == ["0001.stderr", "0001.stdout", "0002.stderr", "0002.stdout"]
+
+
+async def test_spares_a_killed_sandbox_left_in_a_kept_root_are_removed_at_start(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    exec_dir = root / "logs" / "exec"
+    exec_dir.mkdir(parents=True)
+    (exec_dir / "0001.stdout").write_text("kept\n")
+    (exec_dir / ".spare-1").touch()
+    (exec_dir / ".spare-2").touch()
+    (tmp_path / "outside").write_text("not a spare\n")
+    (exec_dir / ".spare-3").symlink_to(tmp_path / "outside")  # a link is removed, never followed
+    async with LocalSandbox(tmp_path / "app", root_dir=root, isolation="bwrap") as box:
+        assert not list(exec_dir.glob(".spare-*"))
+        r = await box.exec("echo two", timeout=10)
+        assert r.stdout_path == "/logs/exec/0002.stdout"
+    assert sorted(p.name for p in exec_dir.iterdir()) == ["0001.stdout", "0002.stderr", "0002.stdout"]
+    assert (tmp_path / "outside").read_text() == "not a spare\n"

@@ -38,6 +38,7 @@ from ahe.sandbox.local_files import (
     extract_untrusted_tar,
     read_outputs,
     read_regular,
+    remove_spares,
     tar_folder,
     upload_tree_is_safe,
     write_host,
@@ -174,6 +175,7 @@ class LocalSandbox:
             os.chmod(root / "tmp", 0o1777)
             self.app_dir.mkdir(parents=True, exist_ok=True)
             self._paths = PathMap(self._binds(), isolated=self._isolated)
+            remove_spares(root / "logs" / "exec")  # a kept root_dir of a sandbox that was killed
             self._exec_numbers = itertools.count(_next_exec_number(root / "logs" / "exec"))
             await self._launch()
         except BaseException:
@@ -288,6 +290,7 @@ class LocalSandbox:
                 os.close(init_fd)
             if self._rt is not None:
                 self._rt.close()
+            remove_spares(self.root_dir / "logs" / "exec")  # jail gone; a killed driver left them
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._owned_root:

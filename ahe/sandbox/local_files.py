@@ -127,6 +127,20 @@ def output_dir_is_safe(exec_dir: Path) -> bool:
         return False
 
 
+def remove_spares(exec_dir: Path) -> None:
+    """The driver's hidden `.spare-N` output files, made ahead for commands that never came: it
+    removes them when it shuts down, but a driver that was killed cannot. unlink never follows
+    a link the agent put in their place; a folder under that name is left alone."""
+    if not output_dir_is_safe(exec_dir):
+        return
+    for p in exec_dir.glob(".spare-*"):
+        try:
+            if not stat.S_ISDIR(os.lstat(p).st_mode):
+                os.unlink(p)
+        except OSError:
+            continue
+
+
 def copy_file(src: str, dst: str, shown: str) -> None:
     """Copy one regular file with its mode (an uploaded script stays executable)."""
     _check_regular(src, shown)
