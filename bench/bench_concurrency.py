@@ -152,11 +152,35 @@ def run_config(config: str, url: str, sessions: int, calls: int) -> dict[str, An
     else:
         cmd = [str(peer_python()), str(BENCH / "peers" / "peer_runner.py"), "concurrency", "--peer", "mini", "--env", "noop",
                "--url", url, "--sessions", str(sessions), "--calls", str(calls)]
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(REPO))
+    # stderr to a file, not a pipe: a chatty worker (litellm) would fill a pipe read only at the end and stall
+    with tempfile.TemporaryFile("w+") as errf:
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, text=True, cwd=str(REPO))
+        try:
+            return _drive(p, config, sessions, errf)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def _failure(p: subprocess.Popen, what: str, line: str, errf: Any) -> dict[str, Any]:
+    """Why a worker failed, in words: what it printed instead of JSON, its exit code, its stderr's tail."""
+    try:
+        code = p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        code = "none (killed)"
+    errf.seek(0)
+    tail = errf.read()[-1500:].strip()
+    shown = f"printed {line.strip()[:300]!r}" if line.strip() else "printed nothing"
+    return {"ok": False, "error": f"{what}: the worker {shown} instead of a JSON line, exit code {code}; "
+                                  f"stderr tail: {tail or '(empty)'}"}
+
+
+def _drive(p: subprocess.Popen, config: str, sessions: int, errf: Any) -> dict[str, Any]:
     ready = p.stdout.readline()
     if not ready.startswith("{"):
-        p.kill()
-        return {"ok": False, "error": (ready + p.stderr.read())[-2000:]}
+        return _failure(p, "no ready line", ready, errf)
     info = json.loads(ready)
     sampler = TreeSampler(p.pid, pss=config == "ahe-shell")
     base_main, base_kids = sampler.sample()
@@ -165,10 +189,9 @@ def run_config(config: str, url: str, sessions: int, calls: int) -> dict[str, An
     p.stdin.flush()
     out = p.stdout.readline()
     sampler.stop()
-    err = p.stderr.read()
-    p.wait()
     if not out.startswith("{"):
-        return {"ok": False, "error": (out + err)[-2000:]}
+        return _failure(p, "no result line", out, errf)
+    p.wait()
     res = json.loads(out)
     res.update({
         "rss_base_mb": base_main / MB, "rss_peak_mb": sampler.peak_main / MB,
@@ -220,7 +243,8 @@ def main() -> None:
                         print(f"  run {r + 1}/{args.repeat} {cfg:<9} M={m:<4} wall {res['wall_sec']:.2f}s "
                               f"efficiency {100 * ideal / res['wall_sec']:.1f}%", file=sys.stderr, flush=True)
                     else:
-                        print(f"  run {r + 1}/{args.repeat} {cfg:<9} M={m:<4} FAILED: {res.get('error') or res.get('errors')}",
+                        why = res.get("error") or "; ".join(res.get("errors") or []) or "the worker reported ok: false with no reason"
+                        print(f"  run {r + 1}/{args.repeat} {cfg:<9} M={m:<4} FAILED: {why}",
                               file=sys.stderr, flush=True)
 
     summary = []

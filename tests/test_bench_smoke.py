@@ -7,6 +7,7 @@ left out (they live in their own virtualenv, see bench/setup_peers.sh).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,20 @@ def test_concurrency_smoke(tmp_path):
                "--configs", "ahe-noop", "--peers", "none")
     (row,) = data["results"]
     assert row["sessions"] == 2 and row["runs"] == 1 and 0 < row["efficiency"] <= 1.01
+
+
+def test_a_failing_peer_says_why(tmp_path):
+    """A peer that cannot run (here: this python, which lacks mini-swe-agent) is reported with
+    its exit code and the tail of its stderr, not an empty "FAILED:"."""
+    p = subprocess.run([sys.executable, str(BENCH / "bench_concurrency.py"), "--out", str(tmp_path / "c.json"),
+                        "--sessions", "2", "--latency", "0.05", "--calls", "3", "--configs", "ahe-noop", "--peers", "mini"],
+                       capture_output=True, text=True, timeout=240, cwd=str(REPO),
+                       env={**os.environ, "AHE_BENCH_PEER_PYTHON": sys.executable})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "mini      M=2    FAILED: no ready line: the worker printed nothing instead of a JSON line, exit code 1" in p.stderr
+    assert "ModuleNotFoundError: No module named 'minisweagent'" in p.stderr
+    (mini,) = [r for r in json.loads((tmp_path / "c.json").read_text())["results"] if r["config"] == "mini"]
+    assert "minisweagent" in mini["errors"][0]
 
 
 def test_bookkeeping_smoke(tmp_path):

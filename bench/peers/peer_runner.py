@@ -34,6 +34,23 @@ os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")
 os.environ.setdefault("MSWEA_COST_TRACKING", "ignore_errors")
 os.environ.setdefault("OPENAI_API_KEY", "not-needed")
 
+def _protocol_channel():
+    """stdout for this script's JSON lines only: what the libraries print (litellm prints
+    "Provider List: ..." to stdout on every cost lookup of a model it has no price for) goes
+    to stderr, so the benchmark reading our first line gets the ready line, not that."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    return channel
+
+
+PROTOCOL = _protocol_channel()
+
+
+def emit(obj: dict) -> None:
+    PROTOCOL.write(json.dumps(obj) + "\n")
+    PROTOCOL.flush()
+
+
 INSTRUCTION = "Benchmark session: call your tool once per turn until told otherwise. BENCH"
 WARMUP_INSTRUCTION = "WARMUP session: call your tool a few times, then stop."
 
@@ -238,7 +255,7 @@ def concurrency(args) -> dict:
     out = Path(tempfile.mkdtemp(prefix="peer-mini-batch-"))
     # warm-up in one thread (imports, litellm client caches)
     mini_session(args.url, args.env, out / "warm", 4, WARMUP_INSTRUCTION)
-    print(json.dumps({"ready": True}), flush=True)
+    emit({"ready": True})
     sys.stdin.readline()  # the parent starts sampling, then says go
     results: list[dict] = []
     errors: list[str] = []
@@ -277,7 +294,7 @@ def main() -> None:
 
     logging.disable(logging.CRITICAL)
     res = overhead(args) if args.mode == "overhead" else concurrency(args)
-    print(json.dumps(res), flush=True)
+    emit(res)
 
 
 if __name__ == "__main__":
