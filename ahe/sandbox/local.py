@@ -17,7 +17,6 @@ import itertools
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from ahe.sandbox.local_files import (
     read_outputs,
     read_regular,
     remove_spares,
+    reuse_exec_dir,
     tar_folder,
     upload_tree_is_safe,
     write_host,
@@ -175,8 +175,7 @@ class LocalSandbox:
             os.chmod(root / "tmp", 0o1777)
             self.app_dir.mkdir(parents=True, exist_ok=True)
             self._paths = PathMap(self._binds(), isolated=self._isolated)
-            remove_spares(root / "logs" / "exec")  # a kept root_dir of a sandbox that was killed
-            self._exec_numbers = itertools.count(_next_exec_number(root / "logs" / "exec"))
+            self._exec_numbers = itertools.count(reuse_exec_dir(root / "logs" / "exec"))
             await self._launch()
         except BaseException:
             self._state = "stopped"  # a failed start leaves nothing behind
@@ -481,13 +480,6 @@ async def _wait_readable(fd: int, timeout: float) -> None:
         pass  # the kernel is slow to tear the namespace down; nothing more we can do
     finally:
         loop.remove_reader(fd)
-
-
-def _next_exec_number(exec_dir: Path) -> int:
-    """Continue numbering after any output a previous sandbox left in a kept root_dir."""
-    numbers = [int(m.group(1)) for p in exec_dir.iterdir()
-               if (m := re.fullmatch(r"(\d+)\.std(?:out|err)", p.name))]
-    return max(numbers, default=0) + 1
 
 
 def _tail(path: Path, size: int = 2000) -> str:

@@ -17,6 +17,7 @@ import errno
 import io
 import os
 import posixpath
+import re
 import shutil
 import stat
 import tarfile
@@ -139,6 +140,15 @@ def remove_spares(exec_dir: Path) -> None:
                 os.unlink(p)
         except OSError:
             continue
+
+
+def reuse_exec_dir(exec_dir: Path) -> int:
+    """The number of the next command in a kept root_dir: after any output a previous sandbox
+    left there, whose spares (it was killed, say) are removed first."""
+    remove_spares(exec_dir)
+    numbers = [int(m.group(1)) for p in exec_dir.iterdir()
+               if (m := re.fullmatch(r"(\d+)\.std(?:out|err)", p.name))]
+    return max(numbers, default=0) + 1
 
 
 def copy_file(src: str, dst: str, shown: str) -> None:
