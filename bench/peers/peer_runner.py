@@ -248,11 +248,18 @@ def _overhead(args, out: Path) -> dict:
 def concurrency(args) -> dict:
     """mini-swe-agent's batch mode: one DefaultAgent per instance on a ThreadPoolExecutor
     (what `mini-extra swebench --workers M` does), here with M workers for M sessions."""
-    import concurrent.futures
-
     if args.peer != "mini":
         raise SystemExit("the concurrency benchmark runs the mini-swe-agent batch mode only")
     out = Path(tempfile.mkdtemp(prefix="peer-mini-batch-"))
+    try:
+        return _concurrency(args, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)  # a benchmark leaves nothing in /tmp
+
+
+def _concurrency(args, out: Path) -> dict:
+    import concurrent.futures
+
     # warm-up in one thread (imports, litellm client caches)
     mini_session(args.url, args.env, out / "warm", 4, WARMUP_INSTRUCTION)
     emit({"ready": True})
