@@ -28,9 +28,12 @@ mock_app = typer.Typer(help="The scripted (mock) OpenAI-compatible model server,
 app.add_typer(mock_app, name="mock-llm")
 
 
-def check_executor(executor: str | None) -> str | None:
+def check_executor(executor: str | None, ray_address: str | None = None) -> str | None:
     if executor is not None and executor not in ("local", "ray"):
         raise AheError(f"--executor must be local or ray, not {executor!r}")
+    from ahe.rollout.ray_probe import check_ray_flags
+
+    check_ray_flags(executor, ray_address)  # --executor local --ray-address X: refused, not ignored
     return executor
 
 
@@ -146,7 +149,7 @@ def evolve(
         resume=resume,
         run_dir=run_dir,
         overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency, "model": model,
-                   "executor": check_executor(executor), "ray_address": ray_address},
+                   "executor": check_executor(executor, ray_address), "ray_address": ray_address},
         quiet=quiet,
     )
 
@@ -235,7 +238,7 @@ def transfer(
         transfer_command(
             harness, baseline, models, tasks, k, concurrency, out, base_url, mock_policy, json_out,
             include=task or [], sandbox=sandbox, isolation=isolation, retry_infra=retry_infra, agent_timeout=agent_timeout,
-            executor=check_executor(executor), ray_address=ray_address,
+            executor=check_executor(executor, ray_address), ray_address=ray_address,
         )
     )
 
@@ -331,17 +334,19 @@ def main() -> None:
 
     sweep_stale()  # temporary folders of AHE processes that were killed outright
     _register_subapps()
+    from rich.markup import escape  # a message's own [brackets] (pip install 'ahe[ray]') are text, not markup
+
     try:
         app()
     except AheError as exc:
         from rich.console import Console
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         sys.exit(2)
     except InfrastructureError as exc:
         from rich.console import Console
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]infrastructure error ({exc.kind}):[/] {exc}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]infrastructure error ({exc.kind}):[/] {escape(str(exc))}", highlight=False)
         sys.exit(3)
     except OSError as exc:
         from ahe.errors import disk_error_sentence
@@ -351,7 +356,7 @@ def main() -> None:
             raise
         from rich.console import Console
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {sentence}", highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(sentence)}", highlight=False)
         sys.exit(4)
 
 
