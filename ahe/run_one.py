@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ahe.errors import AheError
 from ahe.testing.endpoint import mock_endpoint
@@ -83,7 +84,7 @@ def run_one(
 
     with mock_endpoint(mock_policy) as url:
         if url:
-            console.print(f"[yellow]using the scripted MOCK model server at {url} (policy {mock_policy})[/]")
+            console.print(escape(f"using the scripted MOCK model server at {url} (policy {mock_policy})"), style="yellow")
         summary = asyncio.run(go(url))
     (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     console.print(
@@ -92,6 +93,6 @@ def run_one(
     )
     if "verifier" in summary:
         v = summary["verifier"]
-        console.print(f"verifier: reward={v.get('reward')} passed={v.get('passed')} {v.get('error') or ''}")
+        console.print(escape(f"verifier: reward={v.get('reward')} passed={v.get('passed')} {v.get('error') or ''}"))
     print(summary["trajectory_path"])
     return summary

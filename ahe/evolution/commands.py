@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jinja2
 from rich.console import Console
+from rich.markup import escape
 
 from ahe.config import ExperimentConfig, load_experiment_config
 from ahe.errors import AheError, raise_if_disk_full
@@ -66,6 +67,6 @@ def evolve_command(
         raise_if_disk_full(exc, target)
         raise
     if state.finished:
-        console.print(f"[bold]done:[/] {state.stopped}. Run folder: {target}")
+        console.print(f"[bold]done:[/] {escape(f'{state.stopped}. Run folder: {target}')}")
     print(target)
     return target

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -102,12 +103,12 @@ class Progress:
 
 
 def results_table(results: RunResults, title: str = "results") -> Group:
-    table = Table(title=title)
+    table = Table(title=escape(title))  # a path's or a task's [brackets] are text, not markup
     for col in ("task", "pass rate", "passed", f"pass@{results.k}", "infra", "timeouts", "verifier err", "tokens/trial", "s/trial"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in results.tasks.values():
         table.add_row(
-            t.task,
+            Text(t.task),
             f"{t.pass_rate:.2f}",
             f"{t.passed}/{t.trials}",
             f"{t.pass_at_k:.2f}",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 from ahe.tasks.sources.swe_ci import cli as _swe_ci_cli
 
@@ -30,7 +31,7 @@ def _console(stderr: bool = False):
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    _console(stderr=True).print(f"[red]error:[/red] {message}", markup=True)
+    _console(stderr=True).print(f"[red]error:[/red] {escape(message)}", markup=True)
     return typer.Exit(code)
 
 
@@ -104,7 +105,7 @@ def list_tasks(
         console = _console()
         console.print(table)
         for e in loaded.errors:
-            console.print(f"[red]broken[/red] {e.name}: {e.message}", markup=True)
+            console.print(f"[red]broken[/red] {escape(f'{e.name}: {e.message}')}", markup=True)
     if loaded.errors:
         raise typer.Exit(1)
 
@@ -113,8 +114,6 @@ _STYLE = {"ok": "green", "warn": "yellow", "fail": "red", "error": "red", "skipp
 
 
 def _cell(item) -> str:
-    from rich.markup import escape
-
     label = {"ok": "ok", "warn": "warn", "fail": "FAIL", "error": "ERROR",
              "skipped": "skipped"}[item.status]
     detail = item.detail
@@ -128,7 +127,6 @@ def _cell(item) -> str:
 
 
 def _print_check_table(report, directory: Path) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"ahe tasks check {directory}")
@@ -198,11 +196,11 @@ def check(
             mark = "[green]ok[/green]" if result.ok else "[red]FAIL[/red]"
             if result.ok and result.skipped:
                 mark = "[yellow]skipped[/yellow]"
-            err.print(f"  {mark} {result.name} ({result.duration_sec:.1f}s)", markup=True)
+            err.print(f"  {mark} {escape(result.name)} ({result.duration_sec:.1f}s)", markup=True)
 
     total = len(loaded.tasks) + len(loaded.errors)
     if not as_json:
-        err.print(f"checking {total} task(s) in {directory} …")
+        err.print(escape(f"checking {total} task(s) in {directory} …"))
     report = asyncio.run(
         check_tasks(
             loaded.tasks, factories, load_errors=loaded.errors, concurrency=concurrency,

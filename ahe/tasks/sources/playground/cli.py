@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
 
 def _console(stderr: bool = False):
@@ -18,8 +19,6 @@ def _console(stderr: bool = False):
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    from rich.markup import escape
-
     _console(stderr=True).print(f"[red]error:[/red] {escape(message)}", markup=True)
     return typer.Exit(code)
 
@@ -66,19 +65,19 @@ def derive(
     try:
         limits = DeriveLimits(max_fix=max_fix, max_reproduce=max_reproduce, max_mutants_tried=max_mutants)
         report = derive_task_set(project, out, holdout=holdout, limits=limits, concurrency=concurrency,
-                                 log=(lambda s: None) if as_json else (lambda s: err.print(f"  {s}")))
+                                 log=(lambda s: None) if as_json else (lambda s: err.print(f"  {escape(s)}")))
     except AheError as exc:
         raise _fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         return
     console = _console()
-    console.print(_summary_table(report, f"{len(report.tasks)} task(s) derived into {out}"))
-    console.print(f"{len(report.rejected)} candidate(s) rejected, {report.mutants_tried} mutant(s) tried, "
-                  f"{report.test_runs} test run(s), {report.duration_sec:.1f}s; the log is {out / 'derive.json'}")
+    console.print(_summary_table(report, escape(f"{len(report.tasks)} task(s) derived into {out}")))
+    console.print(escape(f"{len(report.rejected)} candidate(s) rejected, {report.mutants_tried} mutant(s) tried, "
+                         f"{report.test_runs} test run(s), {report.duration_sec:.1f}s; the log is {out / 'derive.json'}"))
     dirs = report.split_dirs(out)
     check = " and ".join(f"`ahe tasks check {d}`" for d in dirs.values())
-    console.print(f"next: {check}")
+    console.print(escape(f"next: {check}"))
 
 
 def generate(
