@@ -33,14 +33,20 @@ def split_address(address: str) -> tuple[str, int, bool]:
     return host, int(port), client
 
 
-def resolve_auto() -> str | None:
+def resolve_auto(given: str) -> str | None:
     """The address `auto` stands for (RAY_ADDRESS, else the cluster last started on this
-    machine), or None when Ray finds none (ray.init then says so itself, at once)."""
+    machine); one sentence when Ray finds none; None when Ray's lookup itself is not there."""
     try:
         from ray._private.services import canonicalize_bootstrap_address
-
+    except ImportError:  # an internal API that moved: ray.init resolves it, after no probe
+        return None
+    try:
         return canonicalize_bootstrap_address("auto")
-    except Exception:  # no cluster found, or an internal API that moved: ray.init decides
+    except ConnectionError as exc:  # "Could not find any running Ray instance …"
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise AheError(f"--ray-address {given}: no Ray cluster found on this machine ({first}); start one with "
+                       "`ray start --head`, or give the head's address (host:port, or ray://host:10001)") from None
+    except Exception:  # anything else: ray.init decides, bounded
         return None
 
 
@@ -49,7 +55,7 @@ def probe(address: str | None, timeout: float = 5.0) -> None:
     answers at `address` within about `timeout` seconds. `auto` is probed at what it resolves to."""
     given = address or "auto"
     if given in ("auto", "local"):
-        found = resolve_auto()
+        found = resolve_auto(given)
         if found is None:
             return
         target, shown = found, f"{given} (found {found})"
