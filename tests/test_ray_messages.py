@@ -133,3 +133,17 @@ def test_ray_address_with_the_local_executor_is_refused_not_ignored(tmp_path):
     assert line == ("error: --ray-address 10.0.0.5:6379 is only used with --executor ray: add --executor ray to run "
                     "the trials on that cluster, or drop --ray-address to run them on this machine")
     assert not (tmp_path / "out").exists()
+
+
+def test_evolve_with_a_closed_port_says_so_before_making_a_run_folder(tmp_path):
+    needs_ray()
+    from ahe.demo import write_demo
+
+    config = write_demo(tmp_path / "exp", iterations=1)
+    address = f"127.0.0.1:{closed_port()}"
+    proc, took = ahe("evolve", str(config), "--run-dir", str(tmp_path / "run"), "-q", "--executor", "ray",
+                     "--ray-address", address, cwd=tmp_path)
+    line = one_sentence(proc.stderr)
+    assert proc.returncode == 2 and took <= 15, (proc.returncode, took)
+    assert line.startswith(f"error: --ray-address {address}: nothing listens at {address}")
+    assert not (tmp_path / "run").exists()

@@ -31,6 +31,19 @@ def init_experiment(directory: Path, *, tasks: Path | None, name: str | None) ->
     return directory / "config.yaml"
 
 
+def _check_executor(cfg: ExperimentConfig, updates: dict) -> None:
+    """Ray missing, a wrong address, or an address the local executor would ignore: one
+    sentence before a run folder is made (not after it, mid-iteration)."""
+    from ahe.rollout.ray_probe import check_ray_flags
+
+    if cfg.executor == "ray":
+        from ahe.rollout.ray_executor import connect
+
+        connect(cfg.ray_address)
+    else:
+        check_ray_flags(cfg.executor, updates.get("ray_address"))
+
+
 def evolve_command(
     config: Path | None,
     *,
@@ -61,6 +74,7 @@ def evolve_command(
     if not Path(cfg.tasks).is_dir():  # before a run folder is made for nothing
         where = "--tasks" if "tasks" in updates else f"{exp if resume is not None else config}: tasks"
         raise AheError(f"{where}: {cfg.tasks} is not a folder; point it at a folder of task folders (each with a task.toml)")
+    _check_executor(cfg, updates)
     try:
         state = run_evolution(cfg, target, resume=resume is not None, console=console)
     except OSError as exc:
