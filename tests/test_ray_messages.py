@@ -147,3 +147,69 @@ def test_evolve_with_a_closed_port_says_so_before_making_a_run_folder(tmp_path):
     assert proc.returncode == 2 and took <= 15, (proc.returncode, took)
     assert line.startswith(f"error: --ray-address {address}: nothing listens at {address}")
     assert not (tmp_path / "run").exists()
+
+
+class SilentGrpcServer:
+    """Answers the HTTP/2 preface with a SETTINGS frame, then says nothing: past the probe, a
+    server on which `ray.init` would wait for minutes."""
+
+    def __init__(self, host: str) -> None:
+        self.sock = socket.socket()
+        self.sock.bind((host, 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+                conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            except OSError:
+                return
+            self.conns.append(conn)
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def connect_in_subprocess(address: str, init_timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    code = ("import sys\nfrom ahe.errors import AheError\nfrom ahe.rollout.ray_executor import connect\n"
+            f"try:\n    connect({address!r}, init_timeout={init_timeout})\nexcept AheError as e:\n"
+            "    print(e, file=sys.stderr)\n    sys.exit(2)\n")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RAY_ADDRESS": ""})
+    return proc, time.monotonic() - t0
+
+
+def test_a_server_that_passes_the_probe_but_never_answers_ray_is_bounded():
+    """ray.init gets `init_timeout` seconds (30 in use), then the driver stops with a sentence: the
+    thread still waiting inside Ray does not keep the process alive."""
+    needs_ray()
+    server = SilentGrpcServer("0.0.0.0")  # also at the address Ray swaps 127.0.0.1 for
+    try:
+        proc, took = connect_in_subprocess(f"127.0.0.1:{server.port}", init_timeout=3)
+    finally:
+        server.close()
+    assert proc.returncode == 2 and took <= 15, (proc.returncode, took, proc.stderr[-2000:])
+    assert f"--ray-address 127.0.0.1:{server.port}: the cluster did not let this driver join within 3s" in proc.stderr
+
+
+def test_a_loopback_address_is_also_probed_where_ray_really_connects():
+    needs_ray()
+    from ahe.rollout.ray_probe import ray_target
+
+    server = SilentGrpcServer("127.0.0.1")  # on the loopback only
+    try:
+        real = ray_target(f"127.0.0.1:{server.port}")
+        if real in (None, f"127.0.0.1:{server.port}"):
+            pytest.skip("Ray keeps 127.0.0.1 on this machine (no other address)")
+        proc, took = connect_in_subprocess(f"127.0.0.1:{server.port}", init_timeout=30)
+    finally:
+        server.close()
+    assert proc.returncode == 2 and took <= 15, (proc.returncode, took, proc.stderr[-2000:])
+    assert f"Ray connects to {real} instead" in proc.stderr

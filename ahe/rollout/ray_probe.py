@@ -52,7 +52,9 @@ def resolve_auto(given: str) -> str | None:
 
 def probe(address: str | None, timeout: float = 5.0) -> None:
     """Raise AheError (one sentence naming the address and what to check) unless a gRPC server
-    answers at `address` within about `timeout` seconds. `auto` is probed at what it resolves to."""
+    answers at `address` within about `timeout` seconds. `auto` is probed at what it resolves to;
+    a loopback address also where Ray will really connect (it swaps 127.0.0.1 for the machine's
+    own address)."""
     given = address or "auto"
     if given in ("auto", "local"):
         found = resolve_auto(given)
@@ -62,6 +64,29 @@ def probe(address: str | None, timeout: float = 5.0) -> None:
     else:
         target, shown = given, given
     host, port, client = split_address(target)
+    _probe_one(host, port, client, shown, timeout)
+    real = None if client or target != given else ray_target(target)
+    if real and real != target:
+        rhost, rport, _ = split_address(real)
+        try:
+            _probe_one(rhost, rport, False, shown, timeout)
+        except AheError:
+            raise AheError(f"--ray-address {shown}: Ray connects to {real} instead (it replaces a loopback address by "
+                           f"this machine's own) and no Ray head answers there; give the address `ray start --head` "
+                           "printed") from None
+
+
+def ray_target(address: str) -> str | None:
+    """The host:port `ray.init(address)` will connect to, or None when Ray's helper is not there."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+
+        return canonicalize_bootstrap_address(address)
+    except Exception:
+        return None
+
+
+def _probe_one(host: str, port: int, client: bool, shown: str, timeout: float) -> None:
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except socket.gaierror as exc:
