@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from rich.console import Console
+from rich.markup import escape
 
 from ahe.config import ExperimentConfig, dump_experiment_config
 from ahe.errors import AheError
@@ -421,5 +422,5 @@ def run_evolution(cfg: ExperimentConfig, run_dir: Path, *, resume: bool, console
         try:
             return asyncio.run(main())
         except (StopRequested, asyncio.CancelledError, KeyboardInterrupt):
-            always.print(f"stopped; resume with: ahe evolve --resume {run_dir}")
+            always.print(escape(f"stopped; resume with: ahe evolve --resume {run_dir}"), highlight=False)
             return loop.run.load_state()
