@@ -34,6 +34,10 @@ def check_executor(executor: str | None, ray_address: str | None = None) -> str 
     from ahe.rollout.ray_probe import check_ray_flags
 
     check_ray_flags(executor, ray_address)  # --executor local --ray-address X: refused, not ignored
+    if executor == "ray":  # Ray missing or a wrong address: one sentence before anything starts or is written
+        from ahe.rollout.ray_executor import connect
+
+        connect(ray_address)
     return executor
 
 

@@ -106,11 +106,11 @@ def test_a_port_that_answers_but_is_not_ray_is_refused_by_the_probe():
 
 
 def test_missing_ray_is_one_sentence_naming_the_extra_before_anything_starts(tmp_path):
-    """Ray absent (a shim on PYTHONPATH whose import fails as a missing package's does): the
-    sentence keeps its `[ray]`, and no mock server, progress line or run folder came first."""
+    """Ray absent (a sitecustomize on PYTHONPATH blocks it: `import ray` fails, find_spec finds
+    nothing): the sentence keeps its `[ray]`, and no mock server, progress line or run folder came first."""
     shim = tmp_path / "shim"
     shim.mkdir()
-    (shim / "ray.py").write_text("raise ModuleNotFoundError(\"No module named 'ray'\", name='ray')\n")
+    (shim / "sitecustomize.py").write_text("import sys\nsys.modules['ray'] = None  # as if Ray were not installed\n")
     env = {"PYTHONPATH": os.pathsep.join([str(shim), str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc, took = ahe(*eval_args(tmp_path, "--executor", "ray"), cwd=tmp_path, env=env)
     line = one_sentence(proc.stderr)

@@ -11,15 +11,31 @@ def ray_checks(address: str | None, check_cls: Any) -> list[Any]:
     (--ray-address, or RAY_ADDRESS in the environment). Asked about a cluster, the doctor
     fails (non-zero exit) when it cannot reach it; otherwise Ray is optional."""
     address = address or os.environ.get("RAY_ADDRESS") or None
-    try:
-        import ray
-    except ImportError:
+    version = installed_version()
+    if version is None:
         return [check_cls("ray (executor ray)", False, "not installed", "pip install 'ahe[ray]'  (only for --executor ray)",
                           required=bool(address))]
-    checks = [check_cls("ray (executor ray)", True, f"ray {ray.__version__}", required=False)]
+    checks = [check_cls("ray (executor ray)", True, f"ray {version}", required=False)]
     if address:
         checks.append(_cluster(address, check_cls))
     return checks
+
+
+def installed_version() -> str | None:
+    """Ray's version, or None when it is not installed; without importing it (seconds on a busy
+    machine), so a wrong cluster address is told at once."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("ray") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        return importlib.metadata.version("ray")
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 def _cluster(address: str, check_cls: Any) -> Any:

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import shutil
+import sys
 import threading
 import time
 from collections import deque
@@ -52,12 +53,13 @@ def connect(address: str | None, *, init_timeout: float = INIT_TIMEOUT_SEC) -> A
     with this driver's `ahe` shipped to the nodes (see `code_env`). Bounded: the address is
     probed first (ray_probe), and `ray.init` gets `init_timeout` seconds, so a wrong address
     is one sentence within seconds, never Ray retrying its GCS for minutes."""
+    joined = sys.modules.get("ray")
+    if joined is not None and joined.is_initialized() and _ships_code(joined):
+        return joined
+    probe(address)  # before importing Ray (seconds on a busy machine): a wrong address is told at once
     ray = import_ray()
     if ray.is_initialized():
-        if _ships_code(ray):
-            return ray
         ray.shutdown()  # joined by someone else without AHE's code: join again, with it
-    probe(address)
     shown = address or "auto"
     outcome: dict[str, BaseException | None] = {}
 
