@@ -195,7 +195,8 @@ def test_a_server_that_passes_the_probe_but_never_answers_ray_is_bounded():
         proc, took = connect_in_subprocess(f"127.0.0.1:{server.port}", init_timeout=3)
     finally:
         server.close()
-    assert proc.returncode == 2 and took <= 15, (proc.returncode, took, proc.stderr[-2000:])
+    # unbounded, ray.init waits here for minutes; bounded, 3 s after Python and Ray are imported
+    assert proc.returncode == 2 and took <= 45, (proc.returncode, took, proc.stderr[-2000:])
     assert f"--ray-address 127.0.0.1:{server.port}: the cluster did not let this driver join within 3s" in proc.stderr
 
 
@@ -208,8 +209,8 @@ def test_a_loopback_address_is_also_probed_where_ray_really_connects():
         real = ray_target(f"127.0.0.1:{server.port}")
         if real in (None, f"127.0.0.1:{server.port}"):
             pytest.skip("Ray keeps 127.0.0.1 on this machine (no other address)")
-        proc, took = connect_in_subprocess(f"127.0.0.1:{server.port}", init_timeout=30)
+        proc, took = connect_in_subprocess(f"127.0.0.1:{server.port}", init_timeout=90)
     finally:
         server.close()
-    assert proc.returncode == 2 and took <= 15, (proc.returncode, took, proc.stderr[-2000:])
+    assert proc.returncode == 2 and took < 60, (proc.returncode, took, proc.stderr[-2000:])  # told by the probe, not the bound
     assert f"Ray connects to {real} instead" in proc.stderr
