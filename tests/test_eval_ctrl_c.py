@@ -55,6 +55,8 @@ def test_ctrl_c_lets_running_trials_finish_says_so_and_the_shown_command_resumes
     found = STOPPED.search(err)
     assert found, err
     assert "Traceback" not in err and "never retrieved" not in err
+    summaries = [line for line in err.splitlines() if line.startswith("trials ")]
+    assert len(summaries) < 2 or summaries[-1] != summaries[-2], err  # the last state once, not twice
     finished = {p: p.read_text() for p in out.glob("rollouts/*/*/result.json")}
     assert int(found[1]) == len(finished) and 1 <= len(finished) < 6  # the running ones finished; queued ones never started
     assert Path(found[2]) == out / "results.json"

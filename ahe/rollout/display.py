@@ -34,6 +34,7 @@ class Progress:
         self.summary_every = summary_every
         self._last_line = self.t0
         self._last_done = 0
+        self._printed: tuple[int, int] | None = None  # (done, running) of the last summary line
         self.live: Live | None = None
         if console.is_terminal:
             self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
@@ -47,12 +48,13 @@ class Progress:
         if self.live is not None:
             self.live.update(self._render())
             self.live.__exit__(*exc)
-        else:
+        elif self._printed != (self.done, self.running):  # a stopped run's last line was already printed
             self._print_line()
 
     def _print_line(self) -> None:
         self.console.print(self._render(), soft_wrap=True)
         self._last_line, self._last_done = time.monotonic(), self.done
+        self._printed = (self.done, self.running)
 
     def _maybe_print_line(self) -> None:
         """A summary line when enough time passed or a tenth of the trials more finished."""
