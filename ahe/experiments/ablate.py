@@ -223,10 +223,14 @@ def additivity_line(data: dict) -> str:
 
 def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = None, out: Path | None = None,
                    include: list[str] | None = None, model: str | None = None, base_url: str | None = None,
-                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool = False) -> int:
-    """`ahe ablate`: prints the table (or ablation.json); 0, or 3 when trials hit infrastructure errors."""
+                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool | str = False) -> int:
+    """`ahe ablate`: prints the table (Markdown, or ablation.json; ahe.tables); 0, or 3 when trials hit infrastructure errors."""
     from rich.console import Console
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     data = run_ablation(target=target, tasks=tasks, k=k, baseline=baseline, out=out, include=include or None, model=model,
                         base_url=base_url, mock_policy=mock_policy, concurrency=concurrency,
@@ -234,7 +238,6 @@ def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = 
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        con = Console()
         con.print(ablation_table(data))
         con.print(additivity_line(data))
         other = [v for v in data["variants"] if v.get("notes")]

@@ -358,7 +358,7 @@ def transfer_command(
     out: Path | None = None,
     base_url: str | None = None,
     mock_policy: Path | None = None,
-    json_out: bool = False,
+    json_out: bool | str = False,  # or the format: table, markdown, json
     include: list[str] | None = None,
     sandbox: str = "local",
     isolation: str = "auto",
@@ -372,6 +372,10 @@ def transfer_command(
 
     from rich.console import Console
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     items = [models] if isinstance(models, str) else list(models)
     if len(items) == 1 and looks_like_file(items[0]):
@@ -388,9 +392,9 @@ def transfer_command(
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        Console().print(transfer_table(data))
+        con.print(transfer_table(data))
         if any(len(r.get("by_difficulty") or {}) > 0 for r in data["rows"]):
-            Console().print(difficulty_table(data))
+            con.print(difficulty_table(data))
         err.print(f"transfer.json: {out / 'transfer.json'}")
     infra = sum(r["infra_errors_harness"] + r["infra_errors_baseline"] for r in data["rows"])
     return 0 if infra == 0 else 3

@@ -1,0 +1,254 @@
+"""A command's tables in three forms: the terminal (`table`), Markdown pipe tables, or JSON.
+
+Commands build ordinary rich `Table`s and hand them, with any lines of text between them, to
+a `TableOutput`. On a terminal a table that does not fit the width, even with every word
+whole, is drawn tighter (no vertical rules); if it still does not fit, each row becomes a
+block of `header  value` lines, so no header or value is ever cut to "…" — rich alone would
+squeeze every column and ellipsise the headers. Markdown reads the same tables back (rich
+keeps each column's cells) into pipe tables, for pasting into an issue or a notebook. JSON
+is each command's own document (what `--json` always printed).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from typing import Any, Iterable
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from ahe.errors import AheError
+
+FORMATS = ("table", "markdown", "json")
+FORMAT_HELP = "Output: table (for a terminal, fits its width), markdown (pipe tables) or json. --json = --format json."
+
+
+def resolve_format(fmt: str | bool | None, json_flag: bool = False) -> str:
+    """The output format of `--format` and the older `--json` (its alias); a clear error otherwise.
+
+    A bool is the old `json_out` argument of the command functions (True = json).
+    """
+    if isinstance(fmt, bool):
+        fmt, json_flag = None, json_flag or fmt
+    if fmt is not None and fmt not in FORMATS:
+        raise AheError(f"--format must be table, markdown or json, not {fmt!r}")
+    if json_flag and fmt not in (None, "json"):
+        raise AheError(f"--json asks for JSON but --format asks for {fmt}: give one of them")
+    return "json" if json_flag else fmt or "table"
+
+
+def plain(cell: Any) -> str:
+    """A cell's text without rich markup (a `str` cell is markup, as `Table.add_row` reads it)."""
+    if cell is None:
+        return ""
+    if isinstance(cell, Text):
+        return cell.plain
+    if isinstance(cell, str):
+        return Text.from_markup(cell).plain
+    return str(cell)
+
+
+def table_rows(table: Table) -> tuple[list[str], list[list[str]]]:
+    """(headers, rows) of a rich table as plain text."""
+    headers = [plain(c.header) for c in table.columns]
+    cells = [[plain(v) for v in c.cells] for c in table.columns]
+    return headers, [list(r) for r in zip(*cells)] if cells else []
+
+
+def markdown_table(table: Table) -> str:
+    """A GitHub-flavoured pipe table (title as a bold line above it, caption below)."""
+    headers, rows = table_rows(table)
+
+    def cell(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>").strip() or " "
+
+    align = {"right": "---:", "center": ":---:"}
+    lines = []
+    if table.title:
+        lines += [f"**{cell(plain(table.title))}**", ""]
+    lines.append("| " + " | ".join(cell(h) for h in headers) + " |")
+    lines.append("|" + "|".join(align.get(c.justify, "---") for c in table.columns) + "|")
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    if table.caption:
+        lines += ["", cell(plain(table.caption))]
+    return "\n".join(lines)
+
+
+LONG_WORD = 20  # a cell's word longer than this may be folded to make a table fit
+
+
+def _measure(console: Console, renderable: Any) -> Measurement:
+    # unbounded: Measurement.get clamps what it returns to the width it is given
+    return Measurement.get(console, console.options.update_width(100_000), renderable)
+
+
+def _fit_widths(console: Console, table: Table, width: int) -> bool:
+    """Give each column at least its longest word (header included), the rest of `width` shared
+    by how much more each would take; False when even the longest words do not fit.
+
+    Rich itself shrinks the widest columns first, whatever their words, which cuts headers."""
+    whole = _measure(console, table)
+    if whole.maximum <= width:
+        return True
+    ranges = [_measure(console, _column_grid(column)) for column in table.columns]
+    overhead = whole.minimum - sum(r.minimum for r in ranges)
+    # a header word stays whole; a very long word of a cell (a path, an e-mail) may fold
+    mins = [max(_measure(console, column.header).minimum, min(r.minimum, LONG_WORD))
+            for column, r in zip(table.columns, ranges)]
+    spare = width - overhead - sum(mins)
+    if spare < 0:
+        return False
+    wants = [max(0, r.maximum - low) for r, low in zip(ranges, mins)]
+    total = sum(wants) or 1
+    for column, low, want in zip(table.columns, mins, wants):
+        column.width = low + min(want, spare * want // total)
+    return True
+
+
+def _column_grid(column: Any) -> Table:
+    """The column's header and cells stacked, to measure them as rich would."""
+    grid = Table.grid()
+    grid.add_column()
+    for cell in (column.header, *column.cells):
+        grid.add_row(cell)
+    return grid
+
+
+def _tight(table: Table) -> Table:
+    t = copy.copy(table)
+    t.box, t.show_edge, t.pad_edge, t.collapse_padding = box.SIMPLE_HEAD, False, False, True
+    t.padding = (0, 1)
+    return t
+
+
+def _records(table: Table) -> Table:
+    """One block per row: its first cell as a heading, then `header  value` lines."""
+    headers, rows = table_rows(table)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", overflow="fold")
+    grid.add_column(overflow="fold")
+    for i, row in enumerate(rows):
+        if i:
+            grid.add_row("", "")
+        grid.add_row(Text(f"{headers[0]}: " if headers[0] else "", style="dim") + Text(row[0], style="bold"), "")
+        for h, v in zip(headers[1:], row[1:]):
+            grid.add_row(h, v)
+    return grid
+
+
+NOTHING = {"", "0", "0.0", "0.00", "-", "—", "n/a", "none"}
+
+
+def _without_empty(table: Table) -> tuple[Table, list[str]]:
+    """The table less the columns that say nothing (the same 0, -, n/a in every row), and their headers."""
+    keep, dropped = [], []
+    for i, column in enumerate(table.columns):
+        values = {plain(v).strip() for v in column.cells}
+        if i and table.row_count and len(values) == 1 and values <= NOTHING:
+            dropped.append(f"{plain(column.header)} {next(iter(values)) or 'empty'}")
+        else:
+            keep.append(column)
+    if not dropped:
+        return table, []
+    t = copy.copy(table)
+    t.columns = keep
+    return t, dropped
+
+
+def fit(console: Console, table: Table, width: int | None = None) -> RenderableType:
+    """The table as it fits `width` with no word cut: as drawn; tighter; less the columns that say
+    nothing in any row (named below it); or one block per row."""
+    width = width or console.width
+    for column in table.columns:
+        column.overflow = "fold"  # never an ellipsis, in a header or a cell
+    if _fit_widths(console, table, width):
+        return table
+    tight = _tight(table)
+    if _fit_widths(console, tight, width):
+        return tight
+    slim, dropped = _without_empty(tight)
+    if dropped and _fit_widths(console, slim, width):
+        return Group(slim, Text("in every row: " + ", ".join(dropped), style="dim"))
+    out: list[RenderableType] = []
+    if table.title:
+        out.append(Text(plain(table.title), style="bold"))
+    out.append(_records(table))
+    if table.caption:
+        out.append(Text(plain(table.caption), style="dim"))
+    return Group(*out)
+
+
+class TableOutput:
+    """Where a command prints its tables and the lines around them, in one of FORMATS.
+
+    `print` takes what `Console.print` takes; in `json` form it prints nothing (the command
+    prints its document with `json`), in `markdown` form text loses its markup and tables
+    become pipe tables.
+    """
+
+    def __init__(self, fmt: str | bool = "table", console: Console | None = None) -> None:
+        self.fmt = resolve_format(fmt)
+        self.console = console or Console()
+
+    def print(self, *items: Any, **kwargs: Any) -> None:
+        if self.fmt == "json":
+            return
+        if any(isinstance(i, Group) for i in items):  # a group's tables are tables too
+            for item in items:
+                for part in item.renderables if isinstance(item, Group) else [item]:
+                    self.print(part, **kwargs)
+            return
+        if self.fmt == "table":
+            self.console.print(*(fit(self.console, i) if isinstance(i, Table) else i for i in items), **kwargs)
+            return
+        for item in items or ("",):
+            # a pipe table is a block of its own; text keeps its lines (indentation would make code blocks)
+            self._write("\n" + markdown_table(item) + "\n" if isinstance(item, Table) else
+                        "\n".join(line.strip() for line in self._text(item).splitlines()))
+
+    def json(self, data: Any) -> None:
+        """The command's JSON document (only in `json` form)."""
+        if self.fmt == "json":
+            self._write(json.dumps(data, indent=2, default=str))
+
+    def _text(self, item: Any) -> str:
+        if isinstance(item, (str, Text)):
+            return plain(item)
+        wide = Console(width=10_000, no_color=True, record=True, file=_Null())
+        wide.print(item)
+        return "\n".join(line.rstrip() for line in wide.export_text().splitlines())
+
+    def _write(self, text: str) -> None:
+        file = self.console.file if self.console.file is not None else sys.stdout
+        file.write(text + "\n")
+        file.flush()
+
+
+class _Null:
+    def write(self, _: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def print_rows(out: TableOutput, title: str, headers: Iterable[str], rows: Iterable[Iterable[Any]],
+               data: Any = None, right: Iterable[int] = ()) -> None:
+    """A list of rows in the output's form: a table, a pipe table, or `data` (default: a list of dicts) as JSON."""
+    headers = list(headers)
+    rows = [[plain(v) if not isinstance(v, str) else v for v in r] for r in rows]
+    if out.fmt == "json":
+        out.json(data if data is not None else [dict(zip(headers, (plain(v) for v in r))) for r in rows])
+        return
+    table = Table(title=title or None)
+    right = set(right)
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="right" if i in right else "left")
+    for r in rows:
+        table.add_row(*r)
+    out.print(table)
