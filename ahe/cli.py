@@ -190,15 +190,17 @@ def simulate(
     iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Override the scenario's iterations."),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Seeds run in parallel (default: up to 4 CPUs)."),
     keep_runs: str = typer.Option("first", "--keep-runs", help="Run folders to keep: first (seed), all, none."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: the policy rows, no progress."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
-    from rich.console import Console
-
     from ahe.simulate.command import simulate_command
+    from ahe.tables import TableOutput, resolve_format
 
     if keep_runs not in ("first", "all", "none"):
         raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
-    simulate_command(scenario, out, seeds, iterations, jobs, keep_runs, Console())
+    output = TableOutput(resolve_format(fmt))  # takes the console's place: progress lines and the table
+    rows = simulate_command(scenario, out, seeds, iterations, jobs, keep_runs, output)  # type: ignore[arg-type]
+    output.json([r.model_dump() for r in rows])
 
 
 @app.command()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 import json
 import sys
-from typing import Any, Iterable
+import weakref
+from typing import Any, Iterable, Iterator
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -87,22 +88,29 @@ def _measure(console: Console, renderable: Any) -> Measurement:
     return Measurement.get(console, console.options.update_width(100_000), renderable)
 
 
-def _fit_widths(console: Console, table: Table, width: int) -> bool:
+def _fit_widths(console: Console, table: Table, width: int, fold_long: bool) -> bool:
     """Give each column at least its longest word (header included), the rest of `width` shared
     by how much more each would take; False when even the longest words do not fit.
 
-    Rich itself shrinks the widest columns first, whatever their words, which cuts headers."""
+    With `fold_long`, a cell's word longer than LONG_WORD (a path, an e-mail) may fold; a
+    header word never does. Rich itself shrinks the widest columns first, whatever their
+    words, which cuts headers to "…"."""
     whole = _measure(console, table)
     if whole.maximum <= width:
         return True
     ranges = [_measure(console, _column_grid(column)) for column in table.columns]
     overhead = whole.minimum - sum(r.minimum for r in ranges)
-    # a header word stays whole; a very long word of a cell (a path, an e-mail) may fold
-    mins = [max(_measure(console, column.header).minimum, min(r.minimum, LONG_WORD))
-            for column, r in zip(table.columns, ranges)]
+    mins = [r.minimum for r in ranges]
+    if fold_long:
+        mins = [max(_measure(console, column.header).minimum, min(r.minimum, LONG_WORD))
+                for column, r in zip(table.columns, ranges)]
     spare = width - overhead - sum(mins)
     if spare < 0:
         return False
+    for i, r in enumerate(ranges):  # first the folded words whole again, as far as the width goes
+        more = min(spare, r.minimum - mins[i])
+        if more > 0:
+            mins[i], spare = mins[i] + more, spare - more
     wants = [max(0, r.maximum - low) for r, low in zip(ranges, mins)]
     total = sum(wants) or 1
     for column, low, want in zip(table.columns, mins, wants):
@@ -142,38 +150,75 @@ def _records(table: Table) -> Table:
 
 
 NOTHING = {"", "0", "0.0", "0.00", "-", "—", "n/a", "none"}
+_OPTIONAL: "weakref.WeakKeyDictionary[Table, list[str]]" = weakref.WeakKeyDictionary()
 
 
-def _without_empty(table: Table) -> tuple[Table, list[str]]:
-    """The table less the columns that say nothing (the same 0, -, n/a in every row), and their headers."""
+def optional(table: Table, *headers: str) -> Table:
+    """Mark columns the terminal form may leave out, first named first, when the table is too
+    wide for the screen (Markdown and JSON keep them)."""
+    _OPTIONAL[table] = list(headers)
+    return table
+
+
+def _subset(table: Table, keep: list[Any]) -> Table:
+    t = copy.copy(table)
+    t.columns = keep
+    return t
+
+
+def _without_uniform(table: Table) -> tuple[Table, list[str]]:
+    """The table less the columns with one value in every row (or nothing: 0, -, n/a), and what they said."""
     keep, dropped = [], []
     for i, column in enumerate(table.columns):
         values = {plain(v).strip() for v in column.cells}
-        if i and table.row_count and len(values) == 1 and values <= NOTHING:
+        if i and len(values) == 1 and (table.row_count > 1 or values <= NOTHING):
             dropped.append(f"{plain(column.header)} {next(iter(values)) or 'empty'}")
         else:
             keep.append(column)
-    if not dropped:
-        return table, []
-    t = copy.copy(table)
-    t.columns = keep
-    return t, dropped
+    return (_subset(table, keep), dropped) if dropped else (table, [])
+
+
+def _candidates(table: Table) -> Iterator[tuple[Table, list[Text]]]:
+    """The ways to draw the table, most complete first, with the notes each needs below it."""
+    yield table, []
+    tight = _tight(table)
+    yield tight, []
+    slim, same = _without_uniform(tight)
+    notes = [Text("in every row: " + ", ".join(same), style="dim")] if same else []
+    if same and len(slim.columns) >= min(3, len(table.columns)):  # not a table of one column and notes
+        yield slim, notes
+    else:
+        slim, notes = tight, []
+    left_out: list[str] = []
+    for header in _OPTIONAL.get(table, []):
+        keep = [c for c in slim.columns if plain(c.header) != header]
+        if len(keep) < len(slim.columns):
+            slim, left_out = _subset(slim, keep), left_out + [header]
+            yield slim, notes + [Text(f"left out at this width: {', '.join(left_out)} (--format markdown has every column)",
+                                      style="dim")]
+
+
+def _title_above(console: Console, table: Table, notes: list[Text]) -> RenderableType:
+    """The table, its title on a line of its own when the table is narrower (rich would wrap it to the table's width)."""
+    if not table.title or _measure(console, table).maximum >= _measure(console, table.title).maximum:
+        return Group(table, *notes) if notes else table
+    title = Text(plain(table.title), style="bold")
+    table = copy.copy(table)
+    table.title = None
+    return Group(title, table, *notes)
 
 
 def fit(console: Console, table: Table, width: int | None = None) -> RenderableType:
-    """The table as it fits `width` with no word cut: as drawn; tighter; less the columns that say
-    nothing in any row (named below it); or one block per row."""
+    """The table as it fits `width` with no header word cut: as drawn; tighter; less the columns
+    with one value in every row, then less its optional columns (both named below it); the same
+    again letting very long cell words fold; else one block per row."""
     width = width or console.width
     for column in table.columns:
         column.overflow = "fold"  # never an ellipsis, in a header or a cell
-    if _fit_widths(console, table, width):
-        return table
-    tight = _tight(table)
-    if _fit_widths(console, tight, width):
-        return tight
-    slim, dropped = _without_empty(tight)
-    if dropped and _fit_widths(console, slim, width):
-        return Group(slim, Text("in every row: " + ", ".join(dropped), style="dim"))
+    for fold_long in (False, True):
+        for candidate, notes in _candidates(table):
+            if _fit_widths(console, candidate, width, fold_long):
+                return _title_above(console, candidate, notes)
     out: list[RenderableType] = []
     if table.title:
         out.append(Text(plain(table.title), style="bold"))

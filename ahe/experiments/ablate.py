@@ -210,7 +210,9 @@ def ablation_table(data: dict) -> Any:
         t.add_row(v["label"], _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
                   _delta(v.get("vs_seed")), _delta(v.get("vs_full")), _f(m["tokens_per_trial"], ".0f"),
                   _f(m["successes_per_mtok"], ".1f"), ", ".join(v.get("fixes", [])) or "-", ", ".join(v.get("breaks", [])) or "-")
-    return t
+    from ahe.tables import optional
+
+    return optional(t, "succ./Mtok", "tokens/trial", *diffs, "Δ vs full [95% CI]")  # when the screen is narrow
 
 
 def additivity_line(data: dict) -> str:

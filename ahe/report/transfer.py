@@ -30,6 +30,7 @@ from ahe.errors import AheError
 from ahe.report.efficiency import UNKNOWN, load_trials, side_metrics, task_difficulty
 from ahe.report.transfer_models import ModelEntry, load_models_file, looks_like_file
 from ahe.run_folder import RunFolder
+from ahe.tables import optional
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SEED = REPO_ROOT / "harness_workspace"
@@ -308,6 +309,10 @@ def _f(x: float | None, fmt: str) -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+# what a narrow terminal leaves out first (ahe.tables; Markdown and JSON keep every column)
+NARROW_DROPS = ("succ./Mtok baseline", "succ./Mtok harness", "tokens/trial baseline", "tokens/trial harness")
+
+
 def transfer_table(data: dict) -> Any:
     from rich.table import Table
 
@@ -326,7 +331,7 @@ def transfer_table(data: dict) -> Any:
             _f(r["tokens_per_trial_harness"], ".0f"), _f(r["tokens_per_trial_baseline"], ".0f"),
             _f(r["successes_per_mtok_harness"], ".1f"), _f(r["successes_per_mtok_baseline"], ".1f"),
         )
-    return t
+    return optional(t, *NARROW_DROPS)
 
 
 def difficulty_table(data: dict) -> Any:
@@ -345,7 +350,7 @@ def difficulty_table(data: dict) -> Any:
                       f"[{_f(x['ci95_low'], '+.1f')}, {_f(x['ci95_high'], '+.1f')}]",
                       _f(x["tokens_per_trial_harness"], ".0f"), _f(x["tokens_per_trial_baseline"], ".0f"),
                       _f(x["successes_per_mtok_harness"], ".1f"), _f(x["successes_per_mtok_baseline"], ".1f"))
-    return t
+    return optional(t, *NARROW_DROPS, "n tasks")
 
 
 def transfer_command(
