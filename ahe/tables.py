@@ -1,21 +1,23 @@
 """A command's tables in three forms: the terminal (`table`), Markdown pipe tables, or JSON.
 
-Commands build ordinary rich `Table`s and hand them, with any lines of text between them, to
-a `TableOutput`. On a terminal a table that does not fit the width, even with every word
-whole, is drawn tighter (no vertical rules); if it still does not fit, each row becomes a
-block of `header  value` lines, so no header or value is ever cut to "…" — rich alone would
-squeeze every column and ellipsise the headers. Markdown reads the same tables back (rich
-keeps each column's cells) into pipe tables, for pasting into an issue or a notebook. JSON
-is each command's own document (what `--json` always printed).
+Commands build ordinary rich `Table`s and hand them, with the lines of text between them, to
+a `TableOutput` (it prints like a `Console`). Rich alone squeezes a table too wide for the
+screen column by column and cuts headers to "varia…"; `fit` instead keeps every header word
+whole: the table as drawn, else without vertical rules, else less the columns that hold one
+value in every row and then less the columns the command marked `optional` (both named under
+the table), else one block of `header  value` lines per row. Markdown reads the same tables
+back (rich keeps each column's cells) into pipe tables with every column. JSON is each
+command's own document (what `--json` always printed). See docs/cli.md.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import sys
 import weakref
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -26,7 +28,6 @@ from rich.text import Text
 from ahe.errors import AheError
 
 FORMATS = ("table", "markdown", "json")
-FORMAT_HELP = "Output: table (for a terminal, fits its width), markdown (pipe tables) or json. --json = --format json."
 
 
 def resolve_format(fmt: str | bool | None, json_flag: bool = False) -> str:
@@ -264,7 +265,7 @@ class TableOutput:
     def _text(self, item: Any) -> str:
         if isinstance(item, (str, Text)):
             return plain(item)
-        wide = Console(width=10_000, no_color=True, record=True, file=_Null())
+        wide = Console(width=10_000, no_color=True, record=True, file=io.StringIO())
         wide.print(item)
         return "\n".join(line.rstrip() for line in wide.export_text().splitlines())
 
@@ -272,28 +273,3 @@ class TableOutput:
         file = self.console.file if self.console.file is not None else sys.stdout
         file.write(text + "\n")
         file.flush()
-
-
-class _Null:
-    def write(self, _: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass
-
-
-def print_rows(out: TableOutput, title: str, headers: Iterable[str], rows: Iterable[Iterable[Any]],
-               data: Any = None, right: Iterable[int] = ()) -> None:
-    """A list of rows in the output's form: a table, a pipe table, or `data` (default: a list of dicts) as JSON."""
-    headers = list(headers)
-    rows = [[plain(v) if not isinstance(v, str) else v for v in r] for r in rows]
-    if out.fmt == "json":
-        out.json(data if data is not None else [dict(zip(headers, (plain(v) for v in r))) for r in rows])
-        return
-    table = Table(title=title or None)
-    right = set(right)
-    for i, h in enumerate(headers):
-        table.add_column(h, justify="right" if i in right else "left")
-    for r in rows:
-        table.add_row(*r)
-    out.print(table)
