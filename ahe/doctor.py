@@ -124,8 +124,13 @@ def bounded(name: str, run: Callable[[], list[Check]], limit: float, fix: str = 
     return wait
 
 
-def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> bool:
-    """Every check at once, each bounded in time, so the doctor never hangs on one of them."""
+def run_doctor(*, json_out: bool | str = False, ray_address: str | None = None) -> bool:
+    """Every check at once, each bounded in time, so the doctor never hangs on one of them.
+    `json_out`: True, or the output format (table, markdown, json; ahe.tables)."""
+    from ahe.tables import TableOutput
+
+    out = TableOutput(json_out)
+    json_out = out.fmt == "json"
     from ahe.rollout.ray_doctor import ray_checks
 
     plan = [
@@ -152,7 +157,7 @@ def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> boo
     for c in checks:
         status = Text("ok", "green") if c.ok else (Text("missing", "red") if c.required else Text("optional", "yellow"))
         table.add_row(Text(c.name), status, Text(c.detail), Text(c.fix))  # Text: a fix's [brackets] are not markup
-    Console().print(table)
+    out.print(table)
     for c in checks:  # what stands in the way, as a sentence too (the table may be folded or scrolled away)
         if c.required and not c.ok:
             Console(stderr=True, soft_wrap=True).print(Text(f"not ready: {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")))

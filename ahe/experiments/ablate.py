@@ -210,7 +210,9 @@ def ablation_table(data: dict) -> Any:
         t.add_row(v["label"], _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
                   _delta(v.get("vs_seed")), _delta(v.get("vs_full")), _f(m["tokens_per_trial"], ".0f"),
                   _f(m["successes_per_mtok"], ".1f"), ", ".join(v.get("fixes", [])) or "-", ", ".join(v.get("breaks", [])) or "-")
-    return t
+    from ahe.tables import optional
+
+    return optional(t, "succ./Mtok", "tokens/trial", *diffs, "Δ vs full [95% CI]")  # when the screen is narrow
 
 
 def additivity_line(data: dict) -> str:
@@ -223,10 +225,14 @@ def additivity_line(data: dict) -> str:
 
 def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = None, out: Path | None = None,
                    include: list[str] | None = None, model: str | None = None, base_url: str | None = None,
-                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool = False) -> int:
-    """`ahe ablate`: prints the table (or ablation.json); 0, or 3 when trials hit infrastructure errors."""
+                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool | str = False) -> int:
+    """`ahe ablate`: prints the table (Markdown, or ablation.json; ahe.tables); 0, or 3 when trials hit infrastructure errors."""
     from rich.console import Console
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     data = run_ablation(target=target, tasks=tasks, k=k, baseline=baseline, out=out, include=include or None, model=model,
                         base_url=base_url, mock_policy=mock_policy, concurrency=concurrency,
@@ -234,7 +240,6 @@ def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = 
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        con = Console()
         con.print(ablation_table(data))
         con.print(additivity_line(data))
         other = [v for v in data["variants"] if v.get("notes")]

@@ -366,13 +366,14 @@ def _prediction_table(title: str, fix: dict, reg: dict, pooled: bool = False, re
     return t
 
 
-def audit_command(run_dir: Path, iteration: int | None = None, json_out: bool = False) -> int:
-    """`ahe audit`: print the audit (rich tables, or JSON with --json). Returns the exit code."""
+def audit_command(run_dir: Path, iteration: int | None = None, fmt: str | bool = "table") -> int:
+    """`ahe audit`: print the audit (tables, Markdown, or JSON; ahe.tables). Returns the exit code."""
+    from ahe.tables import TableOutput
+
     audit = build_audit(Path(run_dir), iteration)
-    if json_out:
+    out = TableOutput(fmt)
+    if out.fmt == "json":
         print(json.dumps(audit, indent=2))
     else:
-        from rich.console import Console
-
-        render_audit(audit, Console())
+        render_audit(audit, out)
     return 0

@@ -27,12 +27,13 @@ from statistics import mean
 from typing import Any
 
 from ahe.errors import AheError
+from ahe.resources import seed_workspace
 from ahe.report.efficiency import UNKNOWN, load_trials, side_metrics, task_difficulty
 from ahe.report.transfer_models import ModelEntry, load_models_file, looks_like_file
 from ahe.run_folder import RunFolder
+from ahe.tables import optional
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SEED = REPO_ROOT / "harness_workspace"
+SEED = seed_workspace()
 BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 
@@ -308,6 +309,10 @@ def _f(x: float | None, fmt: str) -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+# what a narrow terminal leaves out first (ahe.tables; Markdown and JSON keep every column)
+NARROW_DROPS = ("succ./Mtok baseline", "succ./Mtok harness", "tokens/trial baseline", "tokens/trial harness")
+
+
 def transfer_table(data: dict) -> Any:
     from rich.table import Table
 
@@ -326,7 +331,7 @@ def transfer_table(data: dict) -> Any:
             _f(r["tokens_per_trial_harness"], ".0f"), _f(r["tokens_per_trial_baseline"], ".0f"),
             _f(r["successes_per_mtok_harness"], ".1f"), _f(r["successes_per_mtok_baseline"], ".1f"),
         )
-    return t
+    return optional(t, *NARROW_DROPS)
 
 
 def difficulty_table(data: dict) -> Any:
@@ -345,7 +350,7 @@ def difficulty_table(data: dict) -> Any:
                       f"[{_f(x['ci95_low'], '+.1f')}, {_f(x['ci95_high'], '+.1f')}]",
                       _f(x["tokens_per_trial_harness"], ".0f"), _f(x["tokens_per_trial_baseline"], ".0f"),
                       _f(x["successes_per_mtok_harness"], ".1f"), _f(x["successes_per_mtok_baseline"], ".1f"))
-    return t
+    return optional(t, *NARROW_DROPS, "n tasks")
 
 
 def transfer_command(
@@ -358,7 +363,7 @@ def transfer_command(
     out: Path | None = None,
     base_url: str | None = None,
     mock_policy: Path | None = None,
-    json_out: bool = False,
+    json_out: bool | str = False,  # or the format: table, markdown, json
     include: list[str] | None = None,
     sandbox: str = "local",
     isolation: str = "auto",
@@ -372,6 +377,10 @@ def transfer_command(
 
     from rich.console import Console
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     items = [models] if isinstance(models, str) else list(models)
     if len(items) == 1 and looks_like_file(items[0]):
@@ -388,9 +397,9 @@ def transfer_command(
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        Console().print(transfer_table(data))
+        con.print(transfer_table(data))
         if any(len(r.get("by_difficulty") or {}) > 0 for r in data["rows"]):
-            Console().print(difficulty_table(data))
+            con.print(difficulty_table(data))
         err.print(f"transfer.json: {out / 'transfer.json'}")
     infra = sum(r["infra_errors_harness"] + r["infra_errors_baseline"] for r in data["rows"])
     return 0 if infra == 0 else 3
