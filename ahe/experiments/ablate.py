@@ -190,6 +190,7 @@ def _delta(d: dict | None) -> str:
 
 def ablation_table(data: dict) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     diffs = []
     for v in data["variants"]:
@@ -204,10 +205,10 @@ def ablation_table(data: dict) -> Any:
         m = v.get("metrics")
         if not m:
             why = "; ".join(v.get("errors") or ["not evaluated"])
-            t.add_row(v["label"], "[red]rejected[/]", *[""] * len(diffs), why[:80], "", "", "", "", "")
+            t.add_row(Text(v["label"]), "[red]rejected[/]", *[""] * len(diffs), Text(why[:80]), "", "", "", "", "")
             continue
         by = m["by_difficulty"]
-        t.add_row(v["label"], _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
+        t.add_row(Text(v["label"]), _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
                   _delta(v.get("vs_seed")), _delta(v.get("vs_full")), _f(m["tokens_per_trial"], ".0f"),
                   _f(m["successes_per_mtok"], ".1f"), ", ".join(v.get("fixes", [])) or "-", ", ".join(v.get("breaks", [])) or "-")
     from ahe.tables import optional
@@ -228,6 +229,7 @@ def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = 
                    mock_policy: Path | None = None, concurrency: int = 4, json_out: bool | str = False) -> int:
     """`ahe ablate`: prints the table (Markdown, or ablation.json; ahe.tables); 0, or 3 when trials hit infrastructure errors."""
     from rich.console import Console
+    from rich.markup import escape
 
     from ahe.tables import TableOutput
 
@@ -236,7 +238,7 @@ def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = 
     err = Console(stderr=True)
     data = run_ablation(target=target, tasks=tasks, k=k, baseline=baseline, out=out, include=include or None, model=model,
                         base_url=base_url, mock_policy=mock_policy, concurrency=concurrency,
-                        log=(lambda s: None) if json_out else (lambda s: err.print(s, highlight=False)))
+                        log=(lambda s: None) if json_out else (lambda s: err.print(escape(s), highlight=False)))
     if json_out:
         print(json.dumps(data, indent=2))
     else:
@@ -245,8 +247,8 @@ def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = 
         other = [v for v in data["variants"] if v.get("notes")]
         for v in other:
             for n in v["notes"]:
-                err.print(f"{v['label']}: {n}", highlight=False)
+                err.print(escape(f"{v['label']}: {n}"), highlight=False)
         if OTHER in data["classes"]:
-            err.print(f"files outside the seven component classes changed too: {data['changed_files'].get(OTHER)}")
+            err.print(escape(f"files outside the seven component classes changed too: {data['changed_files'].get(OTHER)}"))
     infra = sum((v.get("metrics") or {}).get("infra_errors", 0) for v in data["variants"])
     return 0 if infra == 0 else 3

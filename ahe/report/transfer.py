@@ -376,6 +376,7 @@ def transfer_command(
     import time
 
     from rich.console import Console
+    from rich.markup import escape
 
     from ahe.tables import TableOutput
 
@@ -392,7 +393,7 @@ def transfer_command(
         harness=harness, baseline=baseline or "seed", models=models, tasks=[Path(t) for t in tasks], k=k,
         concurrency=concurrency, out=out, base_url=base_url, mock_policy=mock_policy, include=include,
         sandbox=sandbox, isolation=isolation, retry_infra=retry_infra, agent_timeout=agent_timeout,
-        executor=executor or "local", ray_address=ray_address, log=None if json_out else (lambda s: err.print(s, highlight=False)),
+        executor=executor or "local", ray_address=ray_address, log=None if json_out else (lambda s: err.print(escape(s), highlight=False)),
     )
     if json_out:
         print(json.dumps(data, indent=2))
@@ -400,6 +401,6 @@ def transfer_command(
         con.print(transfer_table(data))
         if any(len(r.get("by_difficulty") or {}) > 0 for r in data["rows"]):
             con.print(difficulty_table(data))
-        err.print(f"transfer.json: {out / 'transfer.json'}")
+        err.print(escape(f"transfer.json: {out / 'transfer.json'}"))
     infra = sum(r["infra_errors_harness"] + r["infra_errors_baseline"] for r in data["rows"])
     return 0 if infra == 0 else 3
