@@ -204,3 +204,37 @@ def test_eval_records_the_hashes_and_a_rerun_on_a_changed_task_refuses(tmp_path)
     assert again.returncode != 0 and "Traceback" not in again.stderr
     assert "task beta changed since this run sealed it: tests/test.sh was changed" in " ".join(again.stderr.split())
     assert not (out / "rollouts" / "alpha" / "trial-2").exists()  # nothing ran
+
+
+def evolve_cli(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", *args, "-q"], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+@pytestmark_bwrap
+def test_evolve_records_the_benchmark_hash_and_its_resume_refuses_after_a_task_edit(tmp_path):
+    from ahe.demo import TASKS, X, Y, Z, write_demo
+
+    cfg_path = write_demo(tmp_path, iterations=1, k=1)
+    cfg = yaml.safe_load(cfg_path.read_text())
+    tasks = tmp_path / "tasks"
+    for name in (X, Y, Z):
+        shutil.copytree(TASKS / name, tasks / name)
+    cfg["tasks"] = str(tasks)
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    run = tmp_path / "run"
+    killed = evolve_cli(str(cfg_path), "--run-dir", str(run), env_extra={"AHE_KILL_AT": "001/debug"})
+    assert killed.returncode < 0, killed.stderr
+    scores = json.loads((run / "scores.json").read_text())
+    results = json.loads((run / "iterations" / "001" / "results.json").read_text())
+    assert scores["iterations"][0]["benchmark_hash"] == results["benchmark_hash"] is not None
+    assert set(results["task_hashes"]) == {X, Y, Z}
+    assert sorted(p.name for p in (run / "sealed" / "tasks").iterdir()) == sorted([X, Y, Z])
+    test_sh = tasks / Y / "tests" / "test.sh"
+    test_sh.write_text(test_sh.read_text() + "\necho 1 > /logs/verifier/reward.txt\n")
+    resumed = evolve_cli("--resume", str(run))
+    assert resumed.returncode != 0 and "Traceback" not in resumed.stderr
+    assert f"task {Y} changed since this run sealed it: tests/test.sh was changed" in " ".join(resumed.stderr.split())
