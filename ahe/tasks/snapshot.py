@@ -163,6 +163,13 @@ def load_index(seal_dir: Path) -> SealIndex:
         return _indexes.setdefault(key, index)
 
 
+def unseal(seal_dir: Path) -> None:
+    """Drop a seal (folder and this process's copy): for a check that seals afresh each time."""
+    with _lock:
+        _indexes.pop(str(Path(seal_dir).resolve()), None)
+    shutil.rmtree(seal_dir, ignore_errors=True)
+
+
 def seal_tasks(tasks: Iterable, seal_dir: Path) -> SealIndex:
     """Seal every task not sealed yet; check the ones already sealed (a resumed run).
 
