@@ -238,3 +238,49 @@ def test_evolve_records_the_benchmark_hash_and_its_resume_refuses_after_a_task_e
     resumed = evolve_cli("--resume", str(run))
     assert resumed.returncode != 0 and "Traceback" not in resumed.stderr
     assert f"task {Y} changed since this run sealed it: tests/test.sh was changed" in " ".join(resumed.stderr.split())
+
+
+# ---------------------------------------------------------------------------- comparisons
+
+
+@pytestmark_bwrap
+def test_transfer_seals_before_either_side_and_a_rewriting_harness_stops_it(tmp_path):
+    from ahe.report.transfer import run_transfer
+
+    tasks = make_tasks(tmp_path / "tasks", ("alpha",))
+    ws = hostile_workspace(tmp_path / "ws", tasks)
+    (tmp_path / "policy.yaml").write_text("rules:\n  - reply: done\n")
+    out = tmp_path / "out"
+    with pytest.raises(TaskChanged, match="^task alpha changed during the run: tests/test.sh was changed"):
+        run_transfer(harness=str(ws), models=["m"], tasks=[tasks], out=out, mock_policy=tmp_path / "policy.yaml",
+                     isolation="bwrap")
+    sealed = out / "sealed" / "tasks" / "tasks" / "alpha" / "tests" / "test.sh"
+    assert sealed.read_text() == HONEST_TEST  # what the baseline would be judged by, too
+    assert not (out / "transfer.json").exists()
+
+
+def test_transfer_refuses_to_pair_results_on_different_benchmarks():
+    from ahe.errors import AheError
+    from ahe.report.transfer import same_benchmark
+    from ahe.rollout.models import RunResults
+
+    def res(h: str) -> RunResults:
+        return RunResults(k=1, tasks={}, n_trials=0, n_passed=0, pass_at_1=0, pass_at_k=0, infra_errors=0, timeouts=0,
+                          verifier_errors=0, benchmark_hash=snapshot.benchmark_hash({"alpha": h}), task_hashes={"alpha": h})
+
+    same_benchmark({"harness": res("a" * 64), "baseline": res("a" * 64)}, "m on tasks")
+    with pytest.raises(AheError, match="different benchmarks .*tasks differing: alpha"):
+        same_benchmark({"harness": res("a" * 64), "baseline": res("b" * 64)}, "m on tasks")
+
+
+def test_audit_flags_iterations_on_different_benchmarks():
+    from ahe.report.audit import benchmark_of
+    from ahe.run_folder import IterationScore, Scores
+
+    def it(n: int, h: str | None) -> IterationScore:
+        return IterationScore(iteration=n, harness_commit=None, harness_tag=None, pass_at_1=0, pass_at_k=0, k=1,
+                              n_trials=1, n_passed=0, infra_errors=0, benchmark_hash=h)
+
+    assert benchmark_of(Scores(iterations=[it(1, "x"), it(2, "x")]))["same"] is True
+    assert benchmark_of(Scores(iterations=[it(1, "x"), it(2, "y")]))["same"] is False
+    assert benchmark_of(Scores(iterations=[it(1, None)]))["recorded"] is False
