@@ -284,3 +284,22 @@ def test_audit_flags_iterations_on_different_benchmarks():
     assert benchmark_of(Scores(iterations=[it(1, "x"), it(2, "x")]))["same"] is True
     assert benchmark_of(Scores(iterations=[it(1, "x"), it(2, "y")]))["same"] is False
     assert benchmark_of(Scores(iterations=[it(1, None)]))["recorded"] is False
+
+
+@pytestmark_bwrap
+async def test_tasks_check_runs_from_a_fresh_seal_and_reports_the_hashes(tmp_path):
+    from ahe.tasks.check import check_tasks
+
+    tasks = make_tasks(tmp_path / "tasks")
+    loaded = load_tasks(tasks).tasks
+    work = tmp_path / "work"
+    report = await check_tasks(loaded, work_dir=work)
+    assert [t.oracle.status for t in report.tasks] == ["ok", "ok"]
+    index = snapshot.load_index(work / "sealed")
+    assert {t.name: t.hash for t in report.tasks} == {n: e.hash for n, e in index.tasks.items()}
+    assert report.benchmark_hash == snapshot.benchmark_hash({n: e.hash for n, e in index.tasks.items()})
+    # the same tasks under `ahe eval` name the same benchmark; an edited task is checked afresh
+    (tasks / "alpha" / "tests" / "test.sh").write_text(FORGED_TEST)
+    again = await check_tasks(load_tasks(tasks).tasks, work_dir=work)
+    assert next(t for t in again.tasks if t.name == "alpha").nop.status == "fail"  # the forged verifier passes a no-op
+    assert again.benchmark_hash != report.benchmark_hash
