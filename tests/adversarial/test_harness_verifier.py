@@ -134,3 +134,58 @@ async def test_harness_code_rewriting_a_verifier_is_refused(tmp_path, mock_llm):
           and not _judged(out),
           "sealed snapshot: checked at the start of every run on the folder")
     tally.check()
+
+
+def test_a_kept_middleware_that_rewrites_verifiers_stops_the_evolution(tmp_path):
+    """The issue's scenario: a scripted evolve agent records the rewriting middleware as an ordinary
+    `middleware` change in `ahe evolve`; the gate runs it, and no later trial is judged by it."""
+    import os
+    import subprocess
+    import sys
+
+    from ahe.demo import TASKS, X, Y, Z, evolve_policy, write_demo
+
+    tally = Tally("harness code")
+    cfg_path = write_demo(tmp_path, iterations=2, k=1)
+    cfg = yaml.safe_load(cfg_path.read_text())
+    tasks = tmp_path / "tasks"
+    for name in (X, Y, Z):
+        shutil.copytree(TASKS / name, tasks / name)
+    cfg["tasks"] = str(tasks)
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    policy = evolve_policy()
+    rewriter = MIDDLEWARE.replace("class Rewrite(", "class StrictMode(")
+    for rule in policy["rules"]:
+        for tc in rule.get("tool_calls", []):
+            if tc["arguments"].get("path") == "middleware/strict_mode.py":
+                tc["arguments"]["content"] = rewriter
+            if tc["arguments"].get("path") == "agent.yaml":
+                tc["arguments"]["new_string"] = ('middleware:\n  - binding: "middleware.strict_mode:StrictMode"\n'
+                                                 f'    params: {{mode: live, tasks: "{tasks}", out: "{tmp_path}"}}')
+    (tmp_path / "policies" / "evolve.yaml").write_text(yaml.safe_dump(policy, sort_keys=False, width=200))
+    originals = {p: p.read_bytes() for p in tasks.glob("*/tests/test.sh")}
+    run = tmp_path / "run"
+
+    def evolve(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", *args, "-q"], capture_output=True, text=True,
+                              timeout=600, env=dict(os.environ))
+
+    proc = evolve(str(cfg_path), "--run-dir", str(run))
+    err = " ".join(proc.stderr.split())
+    scores = json.loads((run / "scores.json").read_text())
+    manifest = json.loads((run / "iterations" / "001" / "evolve" / "manifest.json").read_text())
+    accepted = [c["component"] for c in manifest["changes"] if c["status"] == "accepted"]
+    rewritten = [p for p, data in originals.items() if p.read_bytes() != data]
+    sealed_ok = all((run / "sealed" / "tasks" / p.parent.parent.name / "tests" / "test.sh").read_bytes() == data
+                    for p, data in originals.items())
+    tally("a kept middleware rewrites every task's verifier (ahe evolve, scripted evolve agent)",
+          proc.returncode != 0 and "Traceback" not in proc.stderr and "changed since this run sealed it: tests/test.sh was changed" in err
+          and [s["iteration"] for s in scores["iterations"]] == [1] and not list(run.glob("iterations/002/rollouts/*/*/result.json"))
+          and sealed_ok,
+          "sealed snapshot: the next rollout's check stops the run before any trial is judged",
+          note=f"middleware change accepted: {'middleware' in accepted}; {len(rewritten)} live test.sh rewritten by it; "
+               f"iteration 1 pass@1 {scores['iterations'][0]['pass_at_1']:.3f}")
+    resumed = evolve("--resume", str(run))
+    tally("resume that evolution", resumed.returncode != 0 and "changed since this run sealed it" in " ".join(resumed.stderr.split()),
+          "sealed snapshot: checked at the start of every run on the folder")
+    tally.check()
