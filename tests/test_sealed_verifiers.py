@@ -303,3 +303,19 @@ async def test_tasks_check_runs_from_a_fresh_seal_and_reports_the_hashes(tmp_pat
     again = await check_tasks(load_tasks(tasks).tasks, work_dir=work)
     assert next(t for t in again.tasks if t.name == "alpha").nop.status == "fail"  # the forged verifier passes a no-op
     assert again.benchmark_hash != report.benchmark_hash
+
+
+def test_links_are_sealed_as_links(tmp_path):
+    import os
+
+    tasks = make_tasks(tmp_path / "tasks", ("alpha",))
+    shared = write_files(tmp_path / "shared", {"helper.sh": "echo hi\n"})
+    os.symlink(shared / "helper.sh", tasks / "alpha" / "tests" / "helper.sh")
+    index = seal_tasks(load_tasks(tasks).tasks, tmp_path / "sealed")
+    snap = index.tasks["alpha"].snapshot
+    assert os.readlink(snap / "tests" / "helper.sh") == str(shared / "helper.sh")
+    snapshot.check_snapshot(index.tasks["alpha"])
+    os.remove(tasks / "alpha" / "tests" / "helper.sh")
+    os.symlink(tmp_path / "elsewhere", tasks / "alpha" / "tests" / "helper.sh")  # a link retargeted is a change
+    with pytest.raises(TaskChanged, match="tests/helper.sh was changed"):
+        check_folder(index.tasks["alpha"], tasks / "alpha")

@@ -198,12 +198,14 @@ def _snapshot(name: str, folder: Path, seal_dir: Path) -> TaskSeal:
         if stale.exists():
             shutil.rmtree(stale)
     tmp.mkdir(parents=True)
-    for part in SEALED_FILES:
-        if (folder / part).is_file():
-            shutil.copy2(folder / part, tmp / part)
-    for part in SEALED_DIRS:
-        if (folder / part).is_dir():
-            shutil.copytree(folder / part, tmp / part, symlinks=True, ignore=shutil.ignore_patterns(*SKIP_NAMES))
+    for part in (*SEALED_FILES, *SEALED_DIRS):
+        src = folder / part
+        if src.is_symlink():  # sealed as the link it is, as the manifest records it
+            os.symlink(os.readlink(src), tmp / part)
+        elif part in SEALED_FILES and src.is_file():
+            shutil.copy2(src, tmp / part)
+        elif part in SEALED_DIRS and src.is_dir():
+            shutil.copytree(src, tmp / part, symlinks=True, ignore=shutil.ignore_patterns(*SKIP_NAMES))
     copied = manifest(tmp)
     if copied != sealed_part(files):  # the folder changed while it was copied
         raise TaskChanged(f"task {name} changed while it was being sealed: {first_difference(sealed_part(files), copied)} "
