@@ -125,6 +125,17 @@ def init(
 
 
 @app.command()
+def examples(
+    directory: Path = typer.Argument(Path("."), help="Where to write harness_workspace/ and examples/ (default: here)."),
+) -> None:
+    """Copy the seed harness and the bundled examples here, so the docs' commands run as shown."""
+    from ahe.resources import copy_bundled
+
+    for path in copy_bundled(directory):
+        print(path)
+
+
+@app.command()
 def evolve(
     config: Optional[Path] = typer.Argument(None, help="Experiment config (from `ahe init`)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue a run folder where it stopped."),

@@ -43,11 +43,12 @@ from ahe.evolution.phases import (
 from ahe.evolution.policies import get_policy
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
+from ahe.resources import seed_workspace
 from ahe.llm.types import RoleConfig, Usage
 from ahe.rollout.executor import Executor
 from ahe.run_folder import PHASES, Attribution, IterationScore, LoopState, RollbackReport, RunFolder, Scores
 
-SEED_DEFAULT = Path(__file__).resolve().parents[2] / "harness_workspace"
+SEED_DEFAULT = seed_workspace()
 
 
 class EvolutionLoop:

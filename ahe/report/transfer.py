@@ -27,12 +27,12 @@ from statistics import mean
 from typing import Any
 
 from ahe.errors import AheError
+from ahe.resources import seed_workspace
 from ahe.report.efficiency import UNKNOWN, load_trials, side_metrics, task_difficulty
 from ahe.report.transfer_models import ModelEntry, load_models_file, looks_like_file
 from ahe.run_folder import RunFolder
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SEED = REPO_ROOT / "harness_workspace"
+SEED = seed_workspace()
 BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 
