@@ -319,3 +319,20 @@ def test_links_are_sealed_as_links(tmp_path):
     os.symlink(tmp_path / "elsewhere", tasks / "alpha" / "tests" / "helper.sh")  # a link retargeted is a change
     with pytest.raises(TaskChanged, match="tests/helper.sh was changed"):
         check_folder(index.tasks["alpha"], tasks / "alpha")
+
+
+def test_the_html_report_flags_iterations_on_different_benchmarks(tmp_path):
+    from ahe.report.html import collect
+    from ahe.run_folder import IterationScore, RunFolder, Scores
+
+    run = RunFolder(tmp_path / "run")
+    run.root.mkdir()
+
+    def it(n: int, h: str) -> IterationScore:
+        return IterationScore(iteration=n, harness_commit=None, harness_tag=None, pass_at_1=0, pass_at_k=0, k=1,
+                              n_trials=1, n_passed=0, infra_errors=0, benchmark_hash=h)
+
+    run.save_scores(Scores(iterations=[it(1, "x"), it(2, "x")]))
+    assert "different benchmarks" not in collect(run.root, tmp_path / "out")["status"]
+    run.save_scores(Scores(iterations=[it(1, "x"), it(2, "y")]))
+    assert "iterations were evaluated on different benchmarks" in collect(run.root, tmp_path / "out")["status"]
