@@ -295,7 +295,7 @@ async def test_tasks_check_runs_from_a_fresh_seal_and_reports_the_hashes(tmp_pat
     work = tmp_path / "work"
     report = await check_tasks(loaded, work_dir=work)
     assert [t.oracle.status for t in report.tasks] == ["ok", "ok"]
-    index = snapshot.load_index(work / "sealed")
+    index = snapshot.load_index(work / ".sealed")
     assert {t.name: t.hash for t in report.tasks} == {n: e.hash for n, e in index.tasks.items()}
     assert report.benchmark_hash == snapshot.benchmark_hash({n: e.hash for n, e in index.tasks.items()})
     # the same tasks under `ahe eval` name the same benchmark; an edited task is checked afresh

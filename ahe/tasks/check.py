@@ -286,8 +286,11 @@ async def check_tasks(
     own_dir = work_dir is None
     root = make_temp_dir("tasks-check") if own_dir else Path(work_dir)
     root.mkdir(parents=True, exist_ok=True)
-    unseal(root / SEAL_DIR)  # a check judges the tasks as they are now (a kept --work-dir is sealed afresh)
-    index = seal_tasks(tasks, root / SEAL_DIR)  # the oracle and the verifiers run from this snapshot
+    # a check judges the tasks as they are now: a kept --work-dir is sealed afresh (in a hidden folder,
+    # apart from the per-task folders and from a run's own sealed/ should --work-dir be a run folder)
+    seal_dir = root / f".{SEAL_DIR}"
+    unseal(seal_dir)
+    index = seal_tasks(tasks, seal_dir)  # the oracle and the verifiers run from this snapshot
     results = [load_error_check(e) for e in load_errors]
     if on_done:
         for r in results:
