@@ -336,3 +336,16 @@ def test_the_html_report_flags_iterations_on_different_benchmarks(tmp_path):
     assert "different benchmarks" not in collect(run.root, tmp_path / "out")["status"]
     run.save_scores(Scores(iterations=[it(1, "x"), it(2, "y")]))
     assert "iterations were evaluated on different benchmarks" in collect(run.root, tmp_path / "out")["status"]
+
+
+@pytestmark_bwrap
+async def test_a_moved_but_unchanged_task_folder_is_the_same_benchmark(tmp_path, mock_llm):
+    tasks = make_tasks(tmp_path / "tasks", ("alpha",))
+    mock = mock_llm({"rules": [{"reply": "done"}]})
+    out = tmp_path / "out"
+    first = await run_rollouts(_cfg(tasks, SEED, mock.url), out)
+    moved = tmp_path / "moved"
+    tasks.rename(moved)
+    forget_seals()
+    again = await run_rollouts(_cfg(moved, SEED, mock.url, k=2), out)  # content is what counts, not the path
+    assert again.n_trials == 2 and again.benchmark_hash == first.benchmark_hash

@@ -50,6 +50,7 @@ class Plan(BaseModel):
     needs_docker: list[str] = Field(default_factory=list)  # tasks that only run with --sandbox docker
     seal_dir: Path | None = None
     seal: dict = Field(default_factory=dict)  # benchmark_hash and task_hashes of the tasks that run
+    task_dirs: dict[str, Path] = Field(default_factory=dict)  # the live folders, checked again at the end
 
 
 def trial_dir(out: Path, task: str, trial: int) -> Path:
@@ -78,7 +79,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
         raise AheError(f"--tasks {cfg.tasks_dir}: no task folders{where} (a task folder has a task.toml)")
     seal_dir = (cfg.seal_dir or out / SEAL_DIR).resolve()
     index = seal_tasks(loaded.tasks, seal_dir)  # new tasks are snapshotted; sealed ones must be unchanged
-    specs, done, expected, needs_docker = [], [], {}, []
+    specs, done, expected, needs_docker, task_dirs = [], [], {}, [], {}
     skipped = [f"{e.path}: {e.message}" for e in loaded.errors]
     for task in loaded.tasks:
         if not can_run(cfg.sandbox, task):
@@ -88,6 +89,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
                 skipped.append(f"{task.path}: the {cfg.sandbox} sandbox does not run {task.runs_on} tasks")
             continue
         expected[task.name] = cfg.k
+        task_dirs[task.name] = task.path
         for n in range(1, cfg.k + 1):
             tdir = trial_dir(out, task.name, n)
             prev = load_result(tdir)
@@ -110,7 +112,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     if not expected:
         raise AheError(_nothing_runs(cfg, skipped, needs_docker))
     return Plan(specs=specs, done=done, expected=expected, skipped_tasks=skipped, needs_docker=needs_docker,
-                seal_dir=seal_dir, seal=seal_summary(index, list(expected)))
+                seal_dir=seal_dir, seal=seal_summary(index, list(expected)), task_dirs=task_dirs)
 
 
 def _nothing_runs(cfg: RolloutConfig, broken: list[str], needs_docker: list[str]) -> str:
@@ -189,9 +191,8 @@ def _check_sealed(plan: Plan) -> None:
     from ahe.tasks.snapshot import check_folder, load_index
 
     index = load_index(plan.seal_dir)
-    for name in plan.expected:
-        entry = index.tasks[name]
-        check_folder(entry, Path(entry.source))
+    for name, folder in plan.task_dirs.items():
+        check_folder(index.tasks[name], folder)
 
 
 def make_executor(cfg: RolloutConfig, should_stop: Callable[[], bool] | None = None) -> Executor:
