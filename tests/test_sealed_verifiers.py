@@ -349,3 +349,10 @@ async def test_a_moved_but_unchanged_task_folder_is_the_same_benchmark(tmp_path,
     forget_seals()
     again = await run_rollouts(_cfg(moved, SEED, mock.url, k=2), out)  # content is what counts, not the path
     assert again.n_trials == 2 and again.benchmark_hash == first.benchmark_hash
+
+
+def test_an_unreadable_seal_is_one_sentence(tmp_path):
+    (tmp_path / "sealed").mkdir()
+    (tmp_path / "sealed" / "index.json").write_text("{not json")
+    with pytest.raises(TaskChanged, match=r"index.json: the run's seal cannot be read \(.*\); without it"):
+        snapshot.load_index(tmp_path / "sealed")

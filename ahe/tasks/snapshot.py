@@ -158,7 +158,12 @@ def load_index(seal_dir: Path) -> SealIndex:
         if key in _indexes:
             return _indexes[key]
     path = Path(seal_dir) / INDEX_FILE
-    index = SealIndex.model_validate_json(path.read_text()) if path.is_file() else SealIndex()
+    try:
+        index = SealIndex.model_validate_json(path.read_text()) if path.is_file() else SealIndex()
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TaskChanged(f"{path}: the run's seal cannot be read ({first}); without it no verifier can be trusted "
+                          "— start a new run folder.") from None
     with _lock:
         return _indexes.setdefault(key, index)
 
