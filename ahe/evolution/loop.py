@@ -91,10 +91,15 @@ class EvolutionLoop:
 
     def context(self, repo: HarnessRepo) -> PhaseContext:
         """What the phases work with; a task source produces its folders here (idempotently)."""
+        from ahe.tasks import load_tasks
+        from ahe.tasks.snapshot import seal_tasks
         from ahe.tasks.sources import resolve_tasks
 
+        tasks_dir = resolve_tasks(self.cfg.tasks, self.run.tasks_source)
+        # verifiers are sealed before any harness code runs; a resumed run whose tasks changed refuses here
+        seal_tasks(load_tasks(tasks_dir, include=self.cfg.include or None).tasks, self.run.sealed)
         return PhaseContext(
-            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=resolve_tasks(self.cfg.tasks, self.run.tasks_source),
+            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=tasks_dir,
             roles=self.roles, console=self.console, should_stop=lambda: self.stop_requested,
             executor=self.executor, evolve=self.evolve,
         )
@@ -234,6 +239,7 @@ class EvolutionLoop:
             final=final,
             metric_value=run_score(results, self.cfg.metric),
             reward_means=dict(results.reward_means),
+            benchmark_hash=results.benchmark_hash,
         )
         scores.upsert(score)
         scores.metric = self.cfg.metric

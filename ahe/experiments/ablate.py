@@ -156,7 +156,9 @@ def run_ablation(*, target: str, tasks: Path, k: int = 2, baseline: str | None =
         else:
             role = role.model_copy(update={k: x for k, x in (("model", model), ("base_url", base_url)) if x})
         resolve_role("agent", role)
+        # one seal for every variant (ahe.tasks.snapshot): all are judged by the verifiers as they were at the start
         rollout = {"tasks_dir": Path(tasks), "include": include, "k": k, "concurrency": concurrency, "agent_role": role,
+                   "seal_dir": out / "sealed",
                    **{x: settings[x] for x in ("sandbox", "isolation", "pass_threshold", "agent_timeout_sec", "retry_infra") if x in settings}}
         asyncio.run(_evaluate(variants, out, rollout, log))
     difficulty = task_difficulty(Path(tasks), include)

@@ -278,6 +278,10 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     status = "finished" if state.finished else "in progress (or stopped before the end)"
     if state.stopped:
         status += f" — stopped: {state.stopped}"
+    from ahe.report.audit import benchmark_of
+
+    if not benchmark_of(scores)["same"]:  # sealed task hashes differ between iterations (docs/rollouts.md)
+        status += " — iterations were evaluated on different benchmarks: their pass@1 are not comparable"
     return {
         "title": f"AHE report — {_experiment_name(run)}",
         "run_dir": str(run.root), "status": status, "finished": state.finished,

@@ -224,6 +224,7 @@ def run_transfer(
     b = resolve_harness(baseline, out, "baseline")
     labels = _labels(tasks)
     difficulty = {lab: task_difficulty(Path(t), include) for t, lab in zip(tasks, labels)}
+    seals = {lab: seal_task_set(Path(t), include, out / "sealed" / _safe(lab)) for t, lab in zip(tasks, labels)}
     rows = []
     with mock_endpoint(mock_policy) as url:
         if url and log:
@@ -239,16 +240,19 @@ def run_transfer(
                          (("harness", h), ("baseline", b))}
                 settings = {"tasks_dir": Path(task_dir), "include": include or [], "k": k, "concurrency": concurrency,
                             "agent_role": role, "sandbox": sandbox, "isolation": isolation, "retry_infra": retry_infra,
-                            "agent_timeout_sec": agent_timeout, "executor": executor, "ray_address": ray_address}
+                            "agent_timeout_sec": agent_timeout, "executor": executor, "ray_address": ray_address,
+                            "seal_dir": seals[label]}
                 if log:
                     for side, (hh, dest) in sides.items():
                         log(f"evaluating {side} ({hh['ref']}) with {e.name} ({role.model} at {role.base_url or 'the default endpoint'}) on {label} → {dest}")
                 results = asyncio.run(_evaluate_sides(sides, settings))
+                same_benchmark(results, f"{e.name} on {label}")
                 metrics = {side: side_metrics(load_trials(dest), difficulty[label]) for side, (_, dest) in sides.items()}
                 row = compare(e.name, label, results["harness"], results["baseline"], metrics["harness"],
                               metrics["baseline"], difficulty[label])
                 row.update(model_sent=role.model, base_url=role.base_url, params=role.params,
-                           tasks_dir=str(Path(task_dir).resolve()), out_harness=str(sides["harness"][1]),
+                           tasks_dir=str(Path(task_dir).resolve()), benchmark_hash=results["harness"].benchmark_hash,
+                           out_harness=str(sides["harness"][1]),
                            out_baseline=str(sides["baseline"][1]))
                 rows.append(row)
     data = {
@@ -265,6 +269,25 @@ def run_transfer(
     }
     atomic_write_json(out / "transfer.json", data)
     return data
+
+
+def seal_task_set(tasks: Path, include: list[str] | None, seal_dir: Path) -> Path:
+    """Seal a task set before either side runs (ahe.tasks.snapshot), so both are judged by the same verifiers."""
+    from ahe.tasks import load_tasks
+    from ahe.tasks.snapshot import seal_tasks
+
+    seal_tasks(load_tasks(tasks, include=include or None).tasks, seal_dir)
+    return seal_dir
+
+
+def same_benchmark(results: dict[str, Any], what: str) -> None:
+    """Refuse to pair two sides that ran on different benchmarks (their sealed task hashes differ)."""
+    h, b = results["harness"], results["baseline"]
+    if h.benchmark_hash != b.benchmark_hash:
+        diff = sorted(t for t in set(h.task_hashes) | set(b.task_hashes) if h.task_hashes.get(t) != b.task_hashes.get(t))
+        raise AheError(f"transfer {what}: the harness and baseline results are on different benchmarks (benchmark hash "
+                       f"{str(h.benchmark_hash)[:12]} vs {str(b.benchmark_hash)[:12]}; tasks differing: "
+                       f"{', '.join(diff[:5]) or 'none'}); they cannot be compared — run both into a new --out folder.")
 
 
 def _check_transfer_args(models: list[str] | list[ModelEntry], tasks: list[Path], sandbox: str, isolation: str,

@@ -76,7 +76,8 @@ def run_eval(
 
         TableOutput("markdown" if fmt == "markdown" else "table").print(
             results_table(results, title=f"ahe eval — {workspace} on {tasks} (k={k})"))
-        console.print(escape(f"results: {out / 'results.json'}"), highlight=False)
+        bench = f" (benchmark {results.benchmark_hash[:12]}, sealed in {out / 'sealed'})" if results.benchmark_hash else ""
+        console.print(escape(f"results: {out / 'results.json'}{bench}"), highlight=False)
     return results
 
 

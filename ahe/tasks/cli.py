@@ -156,6 +156,8 @@ def _print_check_table(report, directory: Path, console) -> None:
     console.print(table)
     c = report.counts()
     console.print(f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped of {c['total']}")
+    if report.benchmark_hash:
+        console.print(f"benchmark hash {report.benchmark_hash}")  # what `ahe eval` records for the same tasks
 
 
 @app.command("check")
