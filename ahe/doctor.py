@@ -7,7 +7,10 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 
 @dataclass
@@ -59,7 +62,7 @@ def _git() -> Check:
         return Check("git", False, "git not found", "apt-get install -y git")
     vals = {}
     for key in ("user.name", "user.email"):
-        p = subprocess.run(["git", "config", "--global", key], capture_output=True, text=True)
+        p = subprocess.run(["git", "config", "--global", key], capture_output=True, text=True, timeout=CHECK_LIMIT_SEC)
         vals[key] = p.stdout.strip()
     ok = all(vals.values())
     detail = ", ".join(f"{k}={v or '(unset)'}" for k, v in vals.items())
@@ -96,22 +99,66 @@ def _endpoint() -> Check:
     return Check("model endpoint", ok, detail, "" if ok else "export AHE_MODEL=<model name>", required=False)
 
 
-def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> bool:
+CHECK_LIMIT_SEC = 10.0  # each check: a package, a binary, a local engine, one HTTP request
+RAY_LIMIT_SEC = 40.0  # joining a cluster: import Ray, probe the address, ray.init (bounded at 30 s itself)
+
+
+def bounded(name: str, run: Callable[[], list[Check]], limit: float, fix: str = "") -> Callable[[], list[Check]]:
+    """`run` in a daemon thread, waited for at most `limit` seconds: a check that does not answer
+    is reported as such, and the doctor ends anyway (a daemon thread does not hold the process)."""
+
+    def wait() -> list[Check]:
+        box: list = []
+
+        def target() -> None:
+            try:
+                box.append(run())
+            except Exception as exc:  # a broken check is a failed check, not a crashed doctor
+                box.append([Check(name, False, f"{type(exc).__name__}: {exc}", fix, required=False)])
+
+        worker = threading.Thread(target=target, name=f"doctor-{name}", daemon=True)
+        worker.start()
+        worker.join(limit)
+        return box[0] if box else [Check(name, False, f"no answer within {limit:g}s", fix, required=False)]
+
+    return wait
+
+
+def run_doctor(*, json_out: bool | str = False, ray_address: str | None = None) -> bool:
+    """Every check at once, each bounded in time, so the doctor never hangs on one of them.
+    `json_out`: True, or the output format (table, markdown, json; ahe.tables)."""
+    from ahe.tables import TableOutput
+
+    out = TableOutput(json_out)
+    json_out = out.fmt == "json"
     from ahe.rollout.ray_doctor import ray_checks
 
-    checks = [_python(), _bwrap(), _docker(), _git(), _endpoint(), *ray_checks(ray_address, Check)]
+    plan = [
+        bounded("python", lambda: [_python()], CHECK_LIMIT_SEC),
+        bounded("bubblewrap (local sandbox)", lambda: [_bwrap()], CHECK_LIMIT_SEC),
+        bounded("docker engine (docker sandbox)", lambda: [_docker()], CHECK_LIMIT_SEC, "docker info  (is the engine wedged?)"),
+        bounded("git identity", lambda: [_git()], CHECK_LIMIT_SEC),
+        bounded("model endpoint", lambda: [_endpoint()], CHECK_LIMIT_SEC, "check OPENAI_BASE_URL and the network"),
+        bounded("ray", lambda: ray_checks(ray_address, Check), RAY_LIMIT_SEC, "ray status  (on the head)"),
+    ]
+    with ThreadPoolExecutor(len(plan)) as pool:  # the waits run side by side; each waits for its own check
+        checks = [c for found in pool.map(lambda wait: wait(), plan) for c in found]
     ok = all(c.ok for c in checks if c.required)
     if json_out:
         print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, indent=2))
         return ok
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="ahe doctor")
     for col in ("check", "status", "detail", "fix"):
         table.add_column(col, overflow="fold")
     for c in checks:
-        status = "[green]ok[/]" if c.ok else ("[red]missing[/]" if c.required else "[yellow]optional[/]")
-        table.add_row(c.name, status, c.detail, c.fix)
-    Console().print(table)
+        status = Text("ok", "green") if c.ok else (Text("missing", "red") if c.required else Text("optional", "yellow"))
+        table.add_row(Text(c.name), status, Text(c.detail), Text(c.fix))  # Text: a fix's [brackets] are not markup
+    out.print(table)
+    for c in checks:  # what stands in the way, as a sentence too (the table may be folded or scrolled away)
+        if c.required and not c.ok:
+            Console(stderr=True, soft_wrap=True).print(Text(f"not ready: {c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")))
     return ok

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ahe.errors import AheError, ConfigError
 from ahe.llm.types import RoleConfig
@@ -42,9 +43,9 @@ def run_debug_command(*, iteration: Path | None, traces: Path | None, fmt: str, 
 
         target = out or Path("runs") / time.strftime("debug-%Y%m%d-%H%M%S")
         manifest = import_traces(traces, fmt, target)
-        err.print(f"imported {len(manifest['traces'])} {fmt} trace(s) from {traces} into {target / 'rollouts'}")
+        err.print(escape(f"imported {len(manifest['traces'])} {fmt} trace(s) from {traces} into {target / 'rollouts'}"))
         for e in manifest["errors"][:10]:
-            err.print(f"[yellow]skipped:[/] {e}", highlight=False)
+            err.print(f"[yellow]skipped:[/] {escape(str(e))}", highlight=False)
     else:
         if out is not None:
             raise AheError("--out goes with --traces; the phase of an iteration folder writes into that folder")
@@ -60,7 +61,7 @@ def run_debug_command(*, iteration: Path | None, traces: Path | None, fmt: str, 
     limits = limits.model_copy(update=updates)
     with mock_endpoint(mock_policy if not no_agent else None) as url:
         if url:
-            err.print(f"[yellow]using the scripted MOCK model server at {url} (policy {mock_policy})[/]")
+            err.print(escape(f"using the scripted MOCK model server at {url} (policy {mock_policy})"), style="yellow")
         role = RoleConfig(model=model or ("mock" if url else None), base_url=url or base_url)
         if not no_agent:
             from ahe.llm import resolve_role
@@ -72,8 +73,8 @@ def run_debug_command(*, iteration: Path | None, traces: Path | None, fmt: str, 
 
         def progress(a) -> None:  # noqa: ANN001
             what = (f"agent report, {len(a.evidence)} citation(s), {a.broken_citations} broken" if a.source == "agent"
-                    else f"[yellow]fallback[/]: {a.fallback_reason}")
-            err.print(f"  [{a.order}] {a.task} ({a.task_outcome}) — {what}", highlight=False)
+                    else f"[yellow]fallback[/]: {escape(str(a.fallback_reason))}")
+            err.print(f"  {escape(f'[{a.order}] {a.task} ({a.task_outcome})')} — {what}", highlight=False)
 
         summary = asyncio.run(run_debug_phase(target, previous_dir=previous, role=role, concurrency=concurrency,
                                               limits=limits, use_agent=not no_agent, on_report=progress))
@@ -82,16 +83,16 @@ def run_debug_command(*, iteration: Path | None, traces: Path | None, fmt: str, 
     else:
         analysis = Path(summary.iteration_dir) / "analysis"
         c = Console()
-        c.print(summary.corpus_line(), highlight=False)
+        c.print(escape(summary.corpus_line()), highlight=False)
         cl = summary.cleaning
         c.print(f"cleaning: {cl.get('deduplicated', 0)} repeated outputs referenced, {cl.get('blobs', 0)} base64 blobs and "
                 f"{cl.get('binary', 0)} binary outputs dropped, {cl.get('truncated', 0)} long texts cut", highlight=False)
         c.print(f"reports: {summary.reports_written} ({summary.agent_reports} by the debugger agent, {summary.fallbacks} from facts); "
                 f"broken citations: {summary.broken_citations}; overview: {summary.overview_patterns} pattern(s) "
                 f"({summary.overview_source})", highlight=False)
-        c.print(f"written: {analysis / 'facts.json'}, {analysis / 'tasks'}/, {analysis / 'overview.md'}", highlight=False)
+        c.print(escape(f"written: {analysis / 'facts.json'}, {analysis / 'tasks'}/, {analysis / 'overview.md'}"), highlight=False)
     for w in summary.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False)
     for e in summary.errors[:20]:
-        err.print(f"[red]problem:[/] {e}", highlight=False)
+        err.print(f"[red]problem:[/] {escape(str(e))}", highlight=False)
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -157,8 +158,9 @@ def test_driver_killed_mid_rollout_resumes_without_rerunning_finished_trials(ray
 
 
 def test_ahe_eval_cli_on_ray_ctrl_c_cancels_then_resumes(ray_cluster, tmp_path):
-    """A new user's path: `ahe eval --executor ray --ray-address ...`; Ctrl-C stops it cleanly,
-    the same command resumes it, and nothing finished is run again."""
+    """A new user's path: `ahe eval --executor ray --ray-address ...`; Ctrl-C twice stops it at once
+    (running trials cancelled on their nodes) with one sentence and no leftover-future noise; the
+    command it shows resumes it, and nothing finished is run again."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump({**agent_policy(), "latency_sec": 0.7}))
     out = tmp_path / "out"
@@ -170,10 +172,17 @@ def test_ahe_eval_cli_on_ray_ctrl_c_cancels_then_resumes(ray_cluster, tmp_path):
     deadline = time.time() + 180
     while time.time() < deadline and not list(out.glob("rollouts/*/*/result.json")) and proc.poll() is None:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)  # returns: running trials were cancelled, not waited for to the end
+    proc.send_signal(signal.SIGINT)  # once: no new trial starts
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)  # twice: the running ones are cancelled on their nodes
+    _, err = proc.communicate(timeout=60)  # returns: running trials were cancelled, not waited for to the end
     first = json.loads((out / "results.json").read_text())
     assert 1 <= first["n_trials"] < 6 and first["missing_trials"] == 6 - first["n_trials"]
+    assert proc.returncode == 130, err[-3000:]
+    assert "never retrieved" not in err and "TaskCancelledError" not in err and "Traceback" not in err, err[-3000:]
+    stopped = [line for line in err.splitlines() if line.startswith("stopped: ")]
+    assert stopped == [f"stopped: {first['n_trials']} of 6 trials finished (results so far: {out / 'results.json'}); "
+                       f"resume with: ahe {shlex.join(argv[3:])}"], err[-3000:]
     finished = {p: p.read_text() for p in out.glob("rollouts/*/*/result.json")}
 
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import jinja2
 from rich.console import Console
+from rich.markup import escape
 
 from ahe.config import ExperimentConfig, load_experiment_config
 from ahe.errors import AheError, raise_if_disk_full
 from ahe.evolution.loop import SEED_DEFAULT, run_evolution
+from ahe.resources import example_tasks
 
 TEMPLATE = Path(__file__).with_name("init_template.yaml")
 
@@ -21,13 +23,26 @@ def init_experiment(directory: Path, *, tasks: Path | None, name: str | None) ->
         raise AheError(f"{directory}: exists and is not empty; choose a new folder")
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copytree(SEED_DEFAULT, directory / "seed_workspace", ignore=shutil.ignore_patterns("__pycache__"))
-    default_tasks = SEED_DEFAULT.parent / "examples" / "tasks"
+    default_tasks = example_tasks()
     tasks_value = tasks.resolve() if tasks else default_tasks
     text = jinja2.Template(TEMPLATE.read_text(), keep_trailing_newline=True).render(
         name=name or directory.resolve().name, tasks=str(tasks_value), config_name=str(directory / "config.yaml")
     )
     (directory / "config.yaml").write_text(text)
     return directory / "config.yaml"
+
+
+def _check_executor(cfg: ExperimentConfig, updates: dict) -> None:
+    """Ray missing, a wrong address, or an address the local executor would ignore: one
+    sentence before a run folder is made (not after it, mid-iteration)."""
+    from ahe.rollout.ray_probe import check_ray_flags
+
+    if cfg.executor == "ray":
+        from ahe.rollout.ray_executor import connect
+
+        connect(cfg.ray_address)
+    else:
+        check_ray_flags(cfg.executor, updates.get("ray_address"))
 
 
 def evolve_command(
@@ -60,12 +75,13 @@ def evolve_command(
     if not Path(cfg.tasks).is_dir():  # before a run folder is made for nothing
         where = "--tasks" if "tasks" in updates else f"{exp if resume is not None else config}: tasks"
         raise AheError(f"{where}: {cfg.tasks} is not a folder; point it at a folder of task folders (each with a task.toml)")
+    _check_executor(cfg, updates)
     try:
         state = run_evolution(cfg, target, resume=resume is not None, console=console)
     except OSError as exc:
         raise_if_disk_full(exc, target)
         raise
     if state.finished:
-        console.print(f"[bold]done:[/] {state.stopped}. Run folder: {target}")
+        console.print(f"[bold]done:[/] {escape(f'{state.stopped}. Run folder: {target}')}")
     print(target)
     return target

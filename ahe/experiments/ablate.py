@@ -156,7 +156,9 @@ def run_ablation(*, target: str, tasks: Path, k: int = 2, baseline: str | None =
         else:
             role = role.model_copy(update={k: x for k, x in (("model", model), ("base_url", base_url)) if x})
         resolve_role("agent", role)
+        # one seal for every variant (ahe.tasks.snapshot): all are judged by the verifiers as they were at the start
         rollout = {"tasks_dir": Path(tasks), "include": include, "k": k, "concurrency": concurrency, "agent_role": role,
+                   "seal_dir": out / "sealed",
                    **{x: settings[x] for x in ("sandbox", "isolation", "pass_threshold", "agent_timeout_sec", "retry_infra") if x in settings}}
         asyncio.run(_evaluate(variants, out, rollout, log))
     difficulty = task_difficulty(Path(tasks), include)
@@ -190,6 +192,7 @@ def _delta(d: dict | None) -> str:
 
 def ablation_table(data: dict) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     diffs = []
     for v in data["variants"]:
@@ -204,13 +207,15 @@ def ablation_table(data: dict) -> Any:
         m = v.get("metrics")
         if not m:
             why = "; ".join(v.get("errors") or ["not evaluated"])
-            t.add_row(v["label"], "[red]rejected[/]", *[""] * len(diffs), why[:80], "", "", "", "", "")
+            t.add_row(Text(v["label"]), "[red]rejected[/]", *[""] * len(diffs), Text(why[:80]), "", "", "", "", "")
             continue
         by = m["by_difficulty"]
-        t.add_row(v["label"], _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
+        t.add_row(Text(v["label"]), _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
                   _delta(v.get("vs_seed")), _delta(v.get("vs_full")), _f(m["tokens_per_trial"], ".0f"),
                   _f(m["successes_per_mtok"], ".1f"), ", ".join(v.get("fixes", [])) or "-", ", ".join(v.get("breaks", [])) or "-")
-    return t
+    from ahe.tables import optional
+
+    return optional(t, "succ./Mtok", "tokens/trial", *diffs, "Δ vs full [95% CI]")  # when the screen is narrow
 
 
 def additivity_line(data: dict) -> str:
@@ -223,25 +228,29 @@ def additivity_line(data: dict) -> str:
 
 def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = None, out: Path | None = None,
                    include: list[str] | None = None, model: str | None = None, base_url: str | None = None,
-                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool = False) -> int:
-    """`ahe ablate`: prints the table (or ablation.json); 0, or 3 when trials hit infrastructure errors."""
+                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool | str = False) -> int:
+    """`ahe ablate`: prints the table (Markdown, or ablation.json; ahe.tables); 0, or 3 when trials hit infrastructure errors."""
     from rich.console import Console
+    from rich.markup import escape
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     data = run_ablation(target=target, tasks=tasks, k=k, baseline=baseline, out=out, include=include or None, model=model,
                         base_url=base_url, mock_policy=mock_policy, concurrency=concurrency,
-                        log=(lambda s: None) if json_out else (lambda s: err.print(s, highlight=False)))
+                        log=(lambda s: None) if json_out else (lambda s: err.print(escape(s), highlight=False)))
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        con = Console()
         con.print(ablation_table(data))
         con.print(additivity_line(data))
         other = [v for v in data["variants"] if v.get("notes")]
         for v in other:
             for n in v["notes"]:
-                err.print(f"{v['label']}: {n}", highlight=False)
+                err.print(escape(f"{v['label']}: {n}"), highlight=False)
         if OTHER in data["classes"]:
-            err.print(f"files outside the seven component classes changed too: {data['changed_files'].get(OTHER)}")
+            err.print(escape(f"files outside the seven component classes changed too: {data['changed_files'].get(OTHER)}"))
     infra = sum((v.get("metrics") or {}).get("infra_errors", 0) for v in data["variants"])
     return 0 if infra == 0 else 3

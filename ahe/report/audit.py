@@ -16,6 +16,9 @@ import json
 from pathlib import Path
 from typing import Any, get_args
 
+from rich.markup import escape
+from rich.text import Text
+
 from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
 from ahe.report import deferrals, foresight
@@ -218,7 +221,16 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "components": components,
         "figures": build_figures(run, pooled=overall),
         "best_decisions": best_decisions(run),
+        "benchmark": benchmark_of(scores),
     }
+
+
+def benchmark_of(scores: Scores) -> dict:
+    """The benchmark hash of each evaluated iteration (ahe.tasks.snapshot); `same` is False when
+    iterations were evaluated on different tasks, so their pass@1 cannot be compared."""
+    hashes = {s.iteration: s.benchmark_hash for s in scores.iterations}
+    known = {h for h in hashes.values() if h}
+    return {"hashes": hashes, "same": len(known) <= 1, "recorded": bool(known)}
 
 
 def best_decisions(run: RunFolder) -> list[dict]:
@@ -250,7 +262,13 @@ def render_audit(audit: dict, console: Any) -> None:
     VERDICT_STYLE = {"keep": "green", "rollback": "red", "inconclusive": "yellow", "deferred": "cyan", "rejected": "magenta",
                      PENDING: "dim"}
     status = "finished" if audit["finished"] else "still going (or stopped early)"
-    console.print(f"[bold]ahe audit[/] {audit['run_dir']} — run {status}; best iteration {audit['best_iteration']}")
+    console.print(f"[bold]ahe audit[/] {escape(str(audit['run_dir']))} — run {status}; best iteration {audit['best_iteration']}")
+    bench = audit.get("benchmark") or {}
+    if not bench.get("same", True):
+        seen = ", ".join(f"{it}: {(h or 'none')[:12]}" for it, h in bench["hashes"].items())
+        console.print(f"[red]iterations were evaluated on different benchmarks ({seen}): their pass@1 are not comparable[/]")
+    elif bench.get("recorded"):
+        console.print(f"benchmark {next(h for h in bench['hashes'].values() if h)[:12]} (sealed verifiers, every iteration)")
     for it in audit["iterations"]:
         head = f"Iteration {it['iteration']}"
         if it["pass_at_1"] is not None:
@@ -266,12 +284,12 @@ def render_audit(audit: dict, console: Any) -> None:
             console.print("  SWE-CI  " + "  ".join(f"{k} {v:.3f}" for k, v in it["swe_ci"].items()))
         if it.get("variants"):
             v = it["variants"]
-            console.print(f"  best of {len(v['variants'])} variants by {v['rule']}: variant {v['chosen']} ({v['reason']})")
+            console.print(escape(f"  best of {len(v['variants'])} variants by {v['rule']}: variant {v['chosen']} ({v['reason']})"))
             for r in v["variants"]:
                 p1 = "n/a" if r["pass_at_1"] is None else f"{r['pass_at_1']:.3f}"
-                console.print(f"    {'*' if r['chosen'] else ' '} v{r['n']} branch {r['branch']} ({(r['head_commit'] or '')[:10]}): "
-                              f"pass@1 {p1}, changes {', '.join(r['accepted']) or '-'}"
-                              + (f", rejected {', '.join(r['rejected'])}" if r["rejected"] else ""))
+                console.print(escape(f"    {'*' if r['chosen'] else ' '} v{r['n']} branch {r['branch']} ({(r['head_commit'] or '')[:10]}): "
+                                     f"pass@1 {p1}, changes {', '.join(r['accepted']) or '-'}"
+                                     + (f", rejected {', '.join(r['rejected'])}" if r["rejected"] else "")))
         if not it["changes"]:
             if it["final_evaluation"] and it["manifest"].startswith("none"):
                 console.print("  final evaluation of the last harness: no evolve phase")
@@ -287,9 +305,9 @@ def render_audit(audit: dict, console: Any) -> None:
                 rb = c["rollback_commit"][:10] + f" ({c['rollback_method']})" if c["rollback_commit"] else "-"
                 conf = f"\n(confidence {c['confidence']:.2f})" if c.get("confidence") is not None else ""
                 t.add_row(
-                    c["id"], c["component"], "\n".join(c["files"]), c["summary"],
+                    Text(c["id"]), Text(c["component"]), Text("\n".join(c["files"])), Text(c["summary"]),  # model text: not markup
                     _outcomes(c["predicted_fixes"]), _outcomes(c["predicted_regressions"]), foresight.replay_cell(c),
-                    f"[{style}]{c['verdict']}[/]{conf}", c["reason"], rb,
+                    f"[{style}]{c['verdict']}[/]{conf}", Text(c["reason"]), rb,
                 )
             console.print(t)
             if any(c.get("deferred_steps") for c in it["changes"]):
@@ -330,8 +348,8 @@ def _evidence_table(it: dict) -> Any:
     for col in ("task", "before s/n", "after s/n", "history", "re-eval", "P(up)", "moved", "pinned on", "how"):
         t.add_column(col, overflow="fold")
     for e in it["evidence"]:
-        t.add_row(e["task"], f"{e['before'][0]}/{e['before'][1]}", f"{e['after'][0]}/{e['after'][1]}", str(e["history_trials"]),
-                  str(e["reeval_trials"]), f"{e['p_up']:.3f}", e["movement"], ", ".join(e["attributed_to"]) or "-", e["how"])
+        t.add_row(Text(e["task"]), f"{e['before'][0]}/{e['before'][1]}", f"{e['after'][0]}/{e['after'][1]}", str(e["history_trials"]),
+                  str(e["reeval_trials"]), f"{e['p_up']:.3f}", e["movement"], ", ".join(e["attributed_to"]) or "-", Text(e["how"]))
     return t
 
 
@@ -348,7 +366,7 @@ def _best_table(rows: list[dict]) -> Any:
         name = lambda c: f"{c[:10]} ({est[c]:.3f})" if c else "-"  # noqa: E731
         t.add_row(str(r["iteration"]), name(r["leader_before"]), f"round {r['best_round']}: {name(r['best_commit'])}",
                   name(r["runner_up"]), ", ".join(r["tasks"]) or "-", ", ".join(r["reeval_tasks"]) or "-",
-                  f"{r['spent']} of {r['budget']}", "-" if r["p_lead"] is None else f"{r['p_lead']:.3f}", r["reason"])
+                  f"{r['spent']} of {r['budget']}", "-" if r["p_lead"] is None else f"{r['p_lead']:.3f}", Text(r["reason"]))
     return t
 
 
@@ -366,13 +384,14 @@ def _prediction_table(title: str, fix: dict, reg: dict, pooled: bool = False, re
     return t
 
 
-def audit_command(run_dir: Path, iteration: int | None = None, json_out: bool = False) -> int:
-    """`ahe audit`: print the audit (rich tables, or JSON with --json). Returns the exit code."""
+def audit_command(run_dir: Path, iteration: int | None = None, fmt: str | bool = "table") -> int:
+    """`ahe audit`: print the audit (tables, Markdown, or JSON; ahe.tables). Returns the exit code."""
+    from ahe.tables import TableOutput
+
     audit = build_audit(Path(run_dir), iteration)
-    if json_out:
+    out = TableOutput(fmt)
+    if out.fmt == "json":
         print(json.dumps(audit, indent=2))
     else:
-        from rich.console import Console
-
-        render_audit(audit, Console())
+        render_audit(audit, out)
     return 0

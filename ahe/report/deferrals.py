@@ -46,6 +46,7 @@ def steps_json(steps: list[dict]) -> list[dict[str, Any]]:
 def deferral_table(it: dict) -> Any:
     """Rich table: the deferred changes of an audit iteration and each later judgement of them."""
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(title=f"Deferred verdicts of iteration {it['iteration']}'s changes (judged again as trials accumulate)")
     for col in ("change", "judged by", "verdict", "watched task: with s/n vs without s/n, P(up)", "reason"):
@@ -55,5 +56,5 @@ def deferral_table(it: dict) -> Any:
             ev = "\n".join(f"{w['task']}: {w['with_change'][0]}/{w['with_change'][1]} vs {w['without'][0]}/{w['without'][1]}, "
                            f"{w['p_up']:.3f}" for w in s["watch_evidence"])
             conf = f" ({s['confidence']:.2f})" if s["confidence"] is not None else ""
-            t.add_row(c["id"], f"iteration {s['judged_by']}", s["verdict"] + conf, ev or "-", s["reason"])
+            t.add_row(Text(c["id"]), f"iteration {s['judged_by']}", s["verdict"] + conf, Text(ev or "-"), Text(s["reason"]))
     return t

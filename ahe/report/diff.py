@@ -145,18 +145,19 @@ def _label(e: dict) -> str:
 
 def render_diff(d: dict, console: Any) -> None:
     from rich.syntax import Syntax
+    from rich.markup import escape
 
-    console.print(f"[bold]ahe diff[/] {d['a']['ref']} ({d['a']['commit'][:10]}) → {d['b']['ref']} ({d['b']['commit'][:10]})")
+    console.print(f"[bold]ahe diff[/] {escape(d['a']['ref'])} ({d['a']['commit'][:10]}) → {escape(d['b']['ref'])} ({d['b']['commit'][:10]})")
     if not d["components"]:
         console.print("no difference")
         return
     for comp, files in d["components"].items():
         console.print()
-        console.print(f"[bold underline]{comp}[/]")
+        console.print(f"[bold underline]{escape(comp)}[/]")
         for f in files:
-            console.print(f"  [bold]{f['status']}[/] {f['path']}")
+            console.print(f"  [bold]{f['status']}[/] {escape(f['path'])}")
             for e in f["made_by"]:
-                console.print(f"    by {_label(e)}")
+                console.print(f"    by {escape(_label(e))}")
             for h in f["hunks"]:
                 console.print(Syntax(h["text"], "diff", theme="ansi_dark", background_color="default", word_wrap=True))
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -33,6 +34,7 @@ class Progress:
         self.summary_every = summary_every
         self._last_line = self.t0
         self._last_done = 0
+        self._printed: tuple[int, int] | None = None  # (done, running) of the last summary line
         self.live: Live | None = None
         if console.is_terminal:
             self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
@@ -46,12 +48,13 @@ class Progress:
         if self.live is not None:
             self.live.update(self._render())
             self.live.__exit__(*exc)
-        else:
+        elif self._printed != (self.done, self.running):  # a stopped run's last line was already printed
             self._print_line()
 
     def _print_line(self) -> None:
         self.console.print(self._render(), soft_wrap=True)
         self._last_line, self._last_done = time.monotonic(), self.done
+        self._printed = (self.done, self.running)
 
     def _maybe_print_line(self) -> None:
         """A summary line when enough time passed or a tenth of the trials more finished."""
@@ -102,12 +105,12 @@ class Progress:
 
 
 def results_table(results: RunResults, title: str = "results") -> Group:
-    table = Table(title=title)
+    table = Table(title=escape(title))  # a path's or a task's [brackets] are text, not markup
     for col in ("task", "pass rate", "passed", f"pass@{results.k}", "infra", "timeouts", "verifier err", "tokens/trial", "s/trial"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in results.tasks.values():
         table.add_row(
-            t.task,
+            Text(t.task),
             f"{t.pass_rate:.2f}",
             f"{t.passed}/{t.trials}",
             f"{t.pass_at_k:.2f}",
@@ -126,5 +129,8 @@ def results_table(results: RunResults, title: str = "results") -> Group:
     )
     from ahe.tasks.sources.swe_ci.summary import swe_ci_line
 
+    from ahe.tables import optional
+
+    optional(table, "s/trial", "verifier err", "timeouts", "tokens/trial")  # when the screen is narrow
     swe_ci = swe_ci_line(results.reward_means)
     return Group(table, totals, Text(swe_ci)) if swe_ci else Group(table, totals)

@@ -15,23 +15,30 @@ Ray is an optional extra (`pip install 'ahe[ray]'`), imported only when this exe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import shutil
+import sys
+import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from ahe.errors import AheError
 from ahe.rollout.executor import OnEvent
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.rollout.ray_nodes import Need, NodeSlot, alive_nodes, need_of, pick_node
+from ahe.rollout.ray_probe import probe
 from ahe.rollout.ray_transport import content_id, pack_folder, write_trial_folder
 from ahe.rollout.trial import RESULT_FILE
 from ahe.io import atomic_write_json
 from ahe.runtime.trace import now_iso
+from ahe.tasks.snapshot import TaskChanged, check_folder
 
 RAY_MISSING = "--executor ray needs Ray: pip install 'ahe[ray]' (on the driver and on every node of the cluster)"
+INIT_TIMEOUT_SEC = 30.0  # ray.init on a reachable head takes a few seconds, shipping AHE's code included
 
 
 def import_ray() -> Any:
@@ -42,24 +49,62 @@ def import_ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> Any:
+def connect(address: str | None, *, init_timeout: float = INIT_TIMEOUT_SEC) -> Any:
     """Join the cluster at `address` (auto = the one started on this machine) as a driver,
-    with this driver's `ahe` shipped to the nodes (see `code_env`)."""
+    with this driver's `ahe` shipped to the nodes (see `code_env`). Bounded: the address is
+    probed first (ray_probe), and `ray.init` gets `init_timeout` seconds, so a wrong address
+    is one sentence within seconds, never Ray retrying its GCS for minutes."""
+    joined = sys.modules.get("ray")
+    if joined is not None and joined.is_initialized() and _ships_code(joined):
+        return joined
+    probe(address)  # before importing Ray (seconds on a busy machine): a wrong address is told at once
     ray = import_ray()
     if ray.is_initialized():
-        if _ships_code(ray):
-            return ray
         ray.shutdown()  # joined by someone else without AHE's code: join again, with it
-    try:
-        ray.init(address=address or "auto", logging_level="WARNING", log_to_driver=False, include_dashboard=False,
-                 runtime_env=code_env())
-    except Exception as exc:  # ConnectionError, ValueError, RuntimeError, a missing ray[client] …
+    shown = address or "auto"
+    outcome: dict[str, BaseException | None] = {}
+
+    def init() -> None:
+        try:
+            ray.init(address=shown, logging_level="WARNING", log_to_driver=False, include_dashboard=False,
+                     runtime_env=code_env())
+            outcome["error"] = None
+        except BaseException as exc:  # ConnectionError, ValueError, RuntimeError, a missing ray[client] …
+            outcome["error"] = exc
+
+    # a daemon thread: one that never returns cannot keep the process from ending with the sentence
+    joiner = threading.Thread(target=init, name="ahe-ray-init", daemon=True)
+    with _quiet_thread_warning():
+        joiner.start()
+        joiner.join(init_timeout)
+    if "error" not in outcome:
+        raise AheError(f"--ray-address {shown}: the cluster did not let this driver join within {init_timeout:g}s; "
+                       f"check `ray status --address {shown}` on the head, and that the driver's Ray version is the cluster's")
+    exc = outcome["error"]
+    if exc is not None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AheError(
-            f"--ray-address {address or 'auto'}: cannot join a Ray cluster ({first}); start one with "
+            f"--ray-address {shown}: cannot join a Ray cluster ({first}); start one with "
             "`ray start --head` on this machine, or give the head's address (host:port, or ray://host:10001 with ray[client])"
         ) from None
     return ray
+
+
+@contextlib.contextmanager
+def _quiet_thread_warning() -> Iterator[None]:
+    """Ray warns that it sets no SIGTERM handler when `ray.init` runs off the main thread; the
+    driver does not need one (a killed driver's runners end with it), so the warning is noise."""
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "SIGTERM handler is not set" not in record.getMessage()
+
+    log, drop = logging.getLogger("ray._private.worker"), Drop()
+    log.addFilter(drop)
+    try:
+        yield
+    finally:
+        log.removeFilter(drop)
 
 
 def _ships_code(ray: Any) -> bool:
@@ -95,6 +140,18 @@ def code_env() -> dict[str, Any]:
     """
     package = Path(__file__).resolve().parents[1]  # ahe/ (this file is ahe/rollout/ray_executor.py)
     return {"py_modules": [str(package)], "excludes": ["__pycache__", "*.pyc"]}
+
+
+def seal_spec(spec: TrialSpec) -> TrialSpec:
+    """The spec with its task's seal travelling with it (the node has no run folder to read it from);
+    the live folder is checked against the seal on the driver before it is shipped."""
+    from ahe.rollout.trial import seal_of
+
+    seal = seal_of(spec)
+    if seal is None:
+        return spec
+    check_folder(seal, spec.task_dir)
+    return spec.model_copy(update={"sealed": seal, "seal_dir": None})
 
 
 def lost_result(spec: TrialSpec, why: str) -> TrialResult:
@@ -208,8 +265,10 @@ class RayExecutor:
         self._secrets = secrets
         tasks = {s.task_dir: load_task(s.task_dir) for s in ready}
         needs = [need_of(tasks[s.task_dir], cpus=self.cpus_per_trial, docker=s.sandbox == "docker") for s in ready]
+        ready = [seal_spec(s) for s in ready]  # a changed task stops the run here, before it is shipped
         ws = {s.workspace: self._ship(s.workspace) for s in ready}
         task_refs = {d: self._ship(d) for d in tasks}
+        seal_refs = {s.sealed.snapshot: self._ship(s.sealed.snapshot) for s in ready if s.sealed is not None}
         results: list[TrialResult | None] = [None] * len(specs)
         queue: deque[int] = deque(range(len(specs)))
         in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any, Any]] = {}
@@ -235,7 +294,8 @@ class RayExecutor:
                     slot.take(needs[i])
                     s = ready[i]
                     runner = slot.least_loaded()
-                    ref = runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir])
+                    sealed = seal_refs[s.sealed.snapshot] if s.sealed is not None else (None, None)
+                    ref = runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir], *sealed)
                     in_flight[asyncio.wrap_future(ref.future())] = (i, slot, ref, runner)
                     emit("start", i, None, slot)
                 if queue and not in_flight:
@@ -263,9 +323,10 @@ class RayExecutor:
                 if time.monotonic() - last_refresh >= self.refresh_sec:
                     self._refresh()
                     last_refresh = time.monotonic()
-        except asyncio.CancelledError:
-            for _, _, ref, _ in in_flight.values():  # cancels the trial's asyncio task in its runner
+        except (asyncio.CancelledError, TaskChanged):  # Ctrl-C twice, or a task changed: the run stops
+            for fut, (_, _, ref, _) in in_flight.items():  # cancels the trial's asyncio task in its runner
                 self._ray.cancel(ref)
+                fut.cancel()  # nobody awaits its TaskCancelledError now: it must not be logged as never retrieved
             if writing:  # folders already coming in are written whole (milliseconds), not cut off
                 await asyncio.wait(writing, timeout=10)
             raise
@@ -311,6 +372,8 @@ class RayExecutor:
         event loop, the last trial's end came seconds after its result (bench_ray.py)."""
         if isinstance(outcome, TrialResult):
             result = outcome
+        elif outcome[1] is None:  # the node found the task or its snapshot changed: the run stops
+            raise TaskChanged(outcome[0])
         else:
             result = TrialResult.model_validate_json(outcome[0])
             await asyncio.to_thread(write_trial_folder, outcome[1], spec.trial_dir, result)
@@ -324,5 +387,7 @@ class RayExecutor:
         for slot in self.slots.values():
             self._kill(slot)
         self.slots.clear()
+        for fut in self._starting:  # runners still starting, now killed: their errors are expected, not news
+            fut.cancel()
         self._starting.clear()
         self._shipped.clear()

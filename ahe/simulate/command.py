@@ -9,6 +9,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ahe.simulate.metrics import PolicyRow, RunMetrics, table
@@ -46,8 +47,8 @@ def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None,
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.jsonl").unlink(missing_ok=True)
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-    console.print(f"[bold]ahe simulate[/] {sc.name}: {sc.tasks.count} tasks, k={sc.k}, {sc.iterations} iterations, "
-                  f"{sc.seeds} seeds × {len(sc.policies)} policies ({', '.join(sc.policies)}), {jobs} jobs → {out}")
+    console.print(f"[bold]ahe simulate[/] " + escape(f"{sc.name}: {sc.tasks.count} tasks, k={sc.k}, {sc.iterations} iterations, "
+                  f"{sc.seeds} seeds × {len(sc.policies)} policies ({', '.join(sc.policies)}), {jobs} jobs → {out}"))
     t0 = time.monotonic()
     metrics: list[RunMetrics] = []
     seeds_ = list(range(sc.first_seed, sc.first_seed + sc.seeds))
@@ -65,8 +66,8 @@ def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None,
     took = time.monotonic() - t0
     console.print(render(rows))
     rounds = sum(1 for _ in metrics) * (sc.iterations + 1)
-    console.print(f"{len(metrics)} runs, {rounds} evaluated rounds in {took:.0f} s "
-                  f"({took * jobs / max(1, rounds):.2f} s per round per job). Run folders: {out}")
+    console.print(escape(f"{len(metrics)} runs, {rounds} evaluated rounds in {took:.0f} s "
+                         f"({took * jobs / max(1, rounds):.2f} s per round per job). Run folders: {out}"))
     (out / "table.json").write_text(json.dumps({"scenario": json.loads(sc.model_dump_json()), "rows": [r.model_dump() for r in rows],
                                                 "runs": [m.model_dump() for m in metrics], "seconds": round(took, 1)}, indent=1))
     (out / "table.md").write_text(markdown(rows, sc))

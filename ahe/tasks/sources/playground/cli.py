@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
+
+
+FORMAT_HELP = "table (fits the terminal's width), markdown (pipe tables) or json."
 
 
 def _console(stderr: bool = False):
@@ -18,8 +22,6 @@ def _console(stderr: bool = False):
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    from rich.markup import escape
-
     _console(stderr=True).print(f"[red]error:[/red] {escape(message)}", markup=True)
     return typer.Exit(code)
 
@@ -49,7 +51,8 @@ def derive(
     max_reproduce: int = typer.Option(3, "--max-reproduce", min=0, help="reproduce tasks per project at most."),
     max_mutants: int = typer.Option(60, "--max-mutants", min=0, help="Mutants tried per project at most."),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Test runs at once."),
-    as_json: bool = typer.Option(False, "--json", help="Print the derivation report as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the derivation report as JSON (= --format json)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Derive verified tasks (implement, library, fix, reproduce) from playground projects — no model needed.
 
@@ -62,23 +65,26 @@ def derive(
     from ahe.tasks.sources.playground.derive import DeriveLimits
     from ahe.tasks.sources.playground.taskset import derive_task_set
 
+    from ahe.tables import TableOutput, resolve_format
+
+    console = TableOutput(resolve_format(fmt, as_json), _console())
+    as_json = console.fmt == "json"
     err = _console(stderr=True)
     try:
         limits = DeriveLimits(max_fix=max_fix, max_reproduce=max_reproduce, max_mutants_tried=max_mutants)
         report = derive_task_set(project, out, holdout=holdout, limits=limits, concurrency=concurrency,
-                                 log=(lambda s: None) if as_json else (lambda s: err.print(f"  {s}")))
+                                 log=(lambda s: None) if as_json else (lambda s: err.print(f"  {escape(s)}")))
     except AheError as exc:
         raise _fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         return
-    console = _console()
-    console.print(_summary_table(report, f"{len(report.tasks)} task(s) derived into {out}"))
-    console.print(f"{len(report.rejected)} candidate(s) rejected, {report.mutants_tried} mutant(s) tried, "
-                  f"{report.test_runs} test run(s), {report.duration_sec:.1f}s; the log is {out / 'derive.json'}")
+    console.print(_summary_table(report, escape(f"{len(report.tasks)} task(s) derived into {out}")))
+    console.print(escape(f"{len(report.rejected)} candidate(s) rejected, {report.mutants_tried} mutant(s) tried, "
+                         f"{report.test_runs} test run(s), {report.duration_sec:.1f}s; the log is {out / 'derive.json'}"))
     dirs = report.split_dirs(out)
     check = " and ".join(f"`ahe tasks check {d}`" for d in dirs.values())
-    console.print(f"next: {check}")
+    console.print(escape(f"next: {check}"))
 
 
 def generate(
@@ -89,6 +95,7 @@ def generate(
     holdout: float = typer.Option(0.0, "--holdout", help="Share of projects held out when deriving the tasks."),
     price_input: Optional[float] = typer.Option(None, "--price-input", help="USD per million prompt tokens (for the cost)."),
     price_output: Optional[float] = typer.Option(None, "--price-output", help="USD per million completion tokens."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: OUT/generation.json."),
 ) -> None:
     """Generate projects, tasks, tests and references with a model, then derive verified tasks.
 
@@ -98,10 +105,15 @@ def generate(
     from ahe.errors import AheError
     from ahe.tasks.sources.playground.generate.pipeline import GenerateOptions, run_generate
 
+    from ahe.tables import TableOutput, resolve_format
+
+    console = TableOutput(resolve_format(fmt), _console())
     opts = GenerateOptions(out=out, projects=projects, model=model, mock_policy=mock_policy, holdout=holdout,
                            price_input=price_input, price_output=price_output)
     try:
         summary = run_generate(opts, console=_console(stderr=True))
     except AheError as exc:
         raise _fail(str(exc)) from None
-    _console().print(summary)
+    console.print(summary)
+    if console.fmt == "json":
+        typer.echo((out / "generation.json").read_text(encoding="utf-8").rstrip())

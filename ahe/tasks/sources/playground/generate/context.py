@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import jinja2
 from pydantic import BaseModel
+from rich.markup import escape
 
 from ahe.errors import AheError
 from ahe.io import atomic_write_json
@@ -86,7 +87,7 @@ class GenContext:
 
     def reject(self, stage: str, unit: str, what: str, reason: str) -> dict:
         self.event("rejected", stage=stage, unit=unit, what=what, reason=reason)
-        self.say(f"  [yellow]rejected[/yellow] {stage} {unit}: {what} — {reason}")
+        self.say(f"  [yellow]rejected[/yellow] {escape(f'{stage} {unit}: {what} — {reason}')}")
         return {"what": what, "reason": reason}
 
     # -------------------------------------------------------------- sessions

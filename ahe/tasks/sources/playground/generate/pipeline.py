@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from rich.markup import escape
 
 from ahe.errors import AheError
 from ahe.io import atomic_write_json
@@ -165,7 +166,7 @@ def _derive(opts: GenerateOptions, projects: list[Path], say) -> None:
         say(f"[yellow]note[/yellow]: --holdout splits by project and only {len(projects)} project survived; "
             "deriving without a held-out split")
         holdout = 0.0
-    report = derive_task_set(projects, out, holdout=holdout, log=lambda s: say(f"  {s}"))
+    report = derive_task_set(projects, out, holdout=holdout, log=lambda s: say(f"  {escape(s)}"))
     say(f"[bold]derive[/bold] {len(report.tasks)} task(s): {report.counts}")
     maybe_kill("derive")
 
