@@ -110,16 +110,30 @@ def test_docstrings(test_files: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def split_test_id(test_id: str, files: dict[str, str]) -> tuple[str, str]:
+    """("tests/test_x.py", "Class.test_y" or "test_z") of a test id; pytest parameters dropped."""
+    base = test_id.split("[", 1)[0]
+    parts = base.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        rel = "/".join(parts[:n]) + ".py"
+        if rel in files:
+            return rel, ".".join(parts[n:])
+    module, cls, method = base.rsplit(".", 2)
+    return module.replace(".", "/") + ".py", f"{cls}.{method}"
+
+
 def remove_tests(source: str, methods: set[str]) -> str:
-    """The test file without the named methods ("Class.test_x"); a class left with no test
-    method keeps a `pass`."""
+    """The test file without the named tests ("Class.test_x" methods, "test_y" functions); a
+    class left with no test method keeps a `pass`."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     cuts = []
     for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in methods:
+            cuts.append((min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno, None))
         if not isinstance(node, ast.ClassDef):
             continue
-        items = [i for i in node.body if isinstance(i, ast.FunctionDef)]
+        items = [i for i in node.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))]
         drop = [i for i in items if f"{node.name}.{i.name}" in methods]
         keep_any = len(drop) < len(node.body)
         for i in drop:

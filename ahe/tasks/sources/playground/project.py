@@ -71,6 +71,9 @@ class ProjectInfo(BaseModel):
     description: str
     package: str
     language: str = "python"
+    runner: str = Field(default="auto", pattern="^(auto|pytest|unittest)$")  # auto: detected from the project
+    requirements: list[str] | None = None  # the tests' packages (None: what the project declares)
+    setup: str | None = None  # a shell command that completes the test environment
 
     @field_validator("name", "package")
     @classmethod

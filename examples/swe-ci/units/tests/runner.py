@@ -184,7 +184,9 @@ def _run_unittest(repo: Path, tests: list[str]) -> dict:
     for folder in tests:
         if not (repo / folder).is_dir():
             continue
-        suite = unittest.TestLoader().discover(str(repo / folder), pattern="test*.py", top_level_dir=str(repo))
+        start = repo / folder  # a folder that is no package is its own top level
+        top = repo if (start / "__init__.py").is_file() else start
+        suite = unittest.TestLoader().discover(str(start), pattern="test*.py", top_level_dir=str(top))
         stream = io.StringIO()
         real = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = stream
