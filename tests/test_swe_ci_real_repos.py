@@ -15,11 +15,13 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import uuid
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docker_support import base_image, docker_engine  # noqa: E402,F401 - fixtures
 from real_repos import sdist_repo  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -127,3 +129,32 @@ def test_docker_without_an_engine_is_one_sentence_and_exit_2(repos, tmp_path):
     (tmp_path / "ds" / "metadata" / "default.csv").write_text("task_id,current_sha,target_sha,test_gap\nx,a,b,1\n")
     proc = ahe("tasks", "import", "swe-ci", str(tmp_path / "ds"), "--out", str(tmp_path / "t"), env=env)
     assert proc.returncode == 2 and "needs a Docker engine" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.docker
+def test_docker_tasks_carry_a_generated_environment_dockerfile(repos, tmp_path, docker_engine, base_image):  # noqa: F811
+    """--sandbox docker: the environment is a Dockerfile in the task (wheels + install.py),
+    built by Docker, with the same layers for every task of the repository."""
+    from test_swe_ci_import import _python_rootfs
+
+    ctx = tmp_path / "image"
+    _python_rootfs(ctx / "rootfs")
+    (ctx / "Dockerfile").write_text(f"FROM {base_image}\nCOPY rootfs/ /\n")
+    tag = f"ahe-test-real-python-{uuid.uuid4().hex[:8]}:1"
+    docker_engine.images.build(path=str(ctx), tag=tag, rm=True)
+    out = tmp_path / "tasks"
+    try:
+        [row] = make("--repo", str(repos["cachetools"]), "--base", "v5.0.0", "--target", "v5.2.0", "--out", str(out),
+                     "--sandbox", "docker", "--base-image", tag)
+        assert row["kept"] and row["gap"] == 14
+        env = Path(row["path"]) / "environment"
+        assert (env / "Dockerfile").read_text().startswith(f"FROM {tag}\n")
+        assert any(p.name.startswith("pytest-") for p in (env / "ahe-env" / "wheels").iterdir())
+        assert "pytest==" in (env / "ahe-env" / "requirements.txt").read_text()
+        check = ahe("tasks", "check", str(out), "--sandbox", "docker", "--json")
+        [result] = json.loads(check.stdout)["tasks"]
+        assert result["oracle"]["reward"] == 1.0 and result["nop"]["reward"] == 0.0, check.stdout[-1500:]
+    finally:
+        for image in docker_engine.images.list():
+            if tag in image.tags or any(t.startswith("ahe-task-cachetools-repo") for t in image.tags):
+                docker_engine.images.remove(image.id, force=True)
