@@ -18,6 +18,20 @@ from ahe.tasks.sources.playground.project import Project, TaskSpec
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 FOOTER = ("Use the Python standard library only. Hidden unit tests (unittest) are run on the package "
           "in /app/{package} when you finish.")
+# a project with its own test environment (pytest, dependencies: a real library)
+FOOTER_ENV = ("Hidden unit tests are run on the package in /app/{package} when you finish, with the "
+              "project's test environment (its Python and packages are in /opt/ahe-env).")
+
+
+def footer(project: Project) -> str:
+    info = project.project
+    plain = info.runner != "pytest" and not info.requirements and not info.setup and not _declares(project)
+    return (FOOTER if plain else FOOTER_ENV).format(package=project.package)
+
+
+def _declares(project: Project) -> bool:
+    root = project.root
+    return any((root / f).is_file() for f in ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "pytest.ini"))
 
 
 def _header(project: Project) -> str:
@@ -42,7 +56,7 @@ def implement_instruction(project: Project, index: int) -> str:
             _stub_list(task.functions)]
     if later:
         text += ["", "Other stubs belong to later tasks; leave them as they are."]
-    text += ["", FOOTER.format(package=project.package) + " They check this task and every earlier one."]
+    text += ["", footer(project) + " They check this task and every earlier one."]
     return "\n".join(text)
 
 
@@ -54,7 +68,7 @@ def library_instruction(project: Project, module: str, functions: list[str]) -> 
             "whole package works:", _stub_list(functions), "", "## What the module does", ""]
     for t in specs:
         text += [f"### {t.title}", "", t.description.strip(), ""]
-    text += [FOOTER.format(package=project.package) + " They cover the whole package."]
+    text += [footer(project) + " They cover the whole package."]
     return "\n".join(text)
 
 
@@ -80,7 +94,7 @@ def fix_instruction(project: Project, report: str, n_failing: int) -> str:
         f"# Bug report against {project.name}", "", _header(project), "",
         "A user reports that this no longer works as documented:", "", report, "",
         f"Find the cause and fix it in the package under /app/{project.package}.{more} Keep every "
-        "other behaviour as it is.", "", FOOTER.format(package=project.package)
+        "other behaviour as it is.", "", footer(project)
         + " They include the checks that fail now and the ones that pass now."])
 
 
