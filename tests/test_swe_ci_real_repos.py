@@ -129,6 +129,12 @@ def test_docker_without_an_engine_is_one_sentence_and_exit_2(repos, tmp_path):
     (tmp_path / "ds" / "metadata" / "default.csv").write_text("task_id,current_sha,target_sha,test_gap\nx,a,b,1\n")
     proc = ahe("tasks", "import", "swe-ci", str(tmp_path / "ds"), "--out", str(tmp_path / "t"), env=env)
     assert proc.returncode == 2 and "needs a Docker engine" in proc.stderr and "Traceback" not in proc.stderr
+    examples = Path(__file__).resolve().parents[1] / "examples" / "swe-ci"
+    for cmd in (["tasks", "check", str(examples)],
+                ["eval", "--workspace", str(examples.parents[1] / "harness_workspace"), "--tasks", str(examples), "--out", str(tmp_path / "run"),
+                 "--mock-policy", str(examples / "mock-policy.yaml")]):
+        proc = ahe(*cmd, "--sandbox", "docker", env=env)
+        assert proc.returncode == 2 and "--sandbox docker: The Docker engine at" in proc.stderr, cmd
 
 
 @pytest.mark.docker

@@ -72,6 +72,12 @@ def backend_factory(name: str, options: BackendOptions | None = None) -> Sandbox
     return make
 
 
+def ready_backend(name: str, isolation: str = "auto") -> None:
+    """Fail now, in one sentence, when backend `name` does not exist or cannot run here (e.g.
+    docker with no reachable engine) — never later in every trial, never by running locally."""
+    backend_factory(name, BackendOptions(isolation=isolation))  # type: ignore[arg-type]
+
+
 def factories_for(
     sandbox: str, *, isolation: str = "auto", default_image: str | None = None, client: object = None
 ) -> dict[str, SandboxFactory]:

@@ -92,8 +92,10 @@ def make_task(
         if final.exists() and not force:
             raise AheError(f"{final}: already exists; remove it or pass --force to replace it.")
         env = None if test_env == "none" else environment_for(tmp_path / "target", spec.test_dirs, setup, log)
+        if sandbox == "docker":  # a docker task: its Dockerfile is generated (with the environment, if any)
+            spec.docker_base_image = base_image or DEFAULT_BASE_IMAGE
         if env is not None:
-            _record_env(spec, env, sandbox, base_image, tmp_path / "target")
+            _record_env(spec, env, sandbox)
         try:
             staged = write_task(spec, tmp_path / "base", tmp_path / "target", tmp_path / "task" / spec.name)
         except FileNotFoundError as exc:
@@ -117,7 +119,7 @@ def environment_for(tree: Path, test_dirs: list[str], setup: str | None, log=lam
     return ensure_env(reqs, setup=setup, source_dir=tree, log=log)
 
 
-def _record_env(spec: TaskSpec, env: TestEnv, sandbox: str, base_image: str | None, tree: Path) -> None:
+def _record_env(spec: TaskSpec, env: TestEnv, sandbox: str) -> None:
     """Put the environment into the task: a mounted folder (local) or a Dockerfile (docker)."""
     spec.extra_metadata.update({"test_env_python": env.python_version, "test_env_requirements": env.requirements,
                                 "test_env_frozen": env.frozen})
@@ -125,7 +127,6 @@ def _record_env(spec: TaskSpec, env: TestEnv, sandbox: str, base_image: str | No
         spec.extra_metadata["test_env_setup"] = env.setup
     if sandbox == "docker":
         spec.docker_env = env
-        spec.docker_base_image = base_image or DEFAULT_BASE_IMAGE
     else:
         spec.test_env = env.path
 
