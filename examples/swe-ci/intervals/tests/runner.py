@@ -103,7 +103,11 @@ def parse_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def _run_command(repo: Path, command: str, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
-        proc = subprocess.run(["bash", "-c", command], cwd=repo, env=_env(repo, {"AHE_JUNIT_XML": str(report)}),
+        # the interpreter running this file (the task's test environment, when it has one) comes
+        # first on PATH, so `python -m pytest ...` in the command uses it
+        path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+        proc = subprocess.run(["bash", "-c", command], cwd=repo,
+                              env=_env(repo, {"AHE_JUNIT_XML": str(report), "PATH": path}),
                               capture_output=True, text=True, timeout=timeout)
         if not report.is_file():
             raise SystemExit(f"the test command wrote no JUnit XML at $AHE_JUNIT_XML (exit code {proc.returncode}): "
