@@ -56,6 +56,8 @@ def test_pytest_mode_when_the_project_uses_pytest(repo):
     ({"pyproject.toml": "[tool.pytest.ini_options]\n"}, "pyproject.toml has a pytest section"),
     ({"tests/conftest.py": ""}, "it has tests/conftest.py"),
     ({"tests/test_p.py": "import pytest\n"}, "tests/test_p.py imports pytest"),
+    ({"tests/test_p.py": "def test_x():\n    assert 1\n"},
+     "tests/test_p.py has plain test functions (unittest would miss them)"),
 ])
 def test_runner_detection_says_why(repo, marker, why):
     from ahe.tasks.sources.swe_ci.runner import detect_pytest

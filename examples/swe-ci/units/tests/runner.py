@@ -39,6 +39,7 @@ MESSAGE_CHARS = 600
 _PYTEST_OUTCOMES = {"passed": "passed", "failed": "failed", "skipped": "skipped", "xfailed": "skipped",
                     "xpassed": "passed", "error": "error"}
 _PYTEST_SECTIONS = (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]"))
+_PLAIN_TEST = re.compile(r"^(async )?def test\w*\(", re.M)  # a module-level test function
 _IMPORTS_PYTEST = re.compile(r"^\s*(import pytest|from pytest\b|from _pytest\b)", re.M)
 
 
@@ -58,8 +59,11 @@ def detect_pytest(repo: Path, tests: list[str]) -> str | None:
     for folder in tests:
         found = (repo / folder).rglob("*.py") if (repo / folder).is_dir() else [repo / folder]
         for path in sorted(p for p in found if p.is_file()):
-            if _IMPORTS_PYTEST.search(_read(path)):
+            text = _read(path)
+            if _IMPORTS_PYTEST.search(text):
                 return f"{path.relative_to(repo).as_posix()} imports pytest"
+            if path.name.startswith("test") and _PLAIN_TEST.search(text):
+                return f"{path.relative_to(repo).as_posix()} has plain test functions (unittest would miss them)"
     return None
 
 
