@@ -164,10 +164,17 @@ def test_skipped_and_xfailed_tests_count_neither_way(tmp_path):
     lines = text.splitlines(keepends=True)
     lines.insert(cls.end_lineno, extra)
     test_file.write_text(("import unittest\n" if "import unittest" not in text else "") + "".join(lines))
+    (project / "tests" / "data").mkdir()
+    (project / "tests" / "data" / "grid.txt").write_text("#.#\n")  # a test fixture travels with the tests
+    (project / "gridpath" / "blob.bin").write_bytes(b"\xff\xfe\x00")  # a binary cannot: logged
     out = tmp_path / "tasks"
     proc = ahe("tasks", "derive", "--project", str(project), "--out", str(out), "--max-fix", "2", "--max-reproduce", "1")
     assert proc.returncode == 0, proc.stderr
     assert "2 skipped or xfailed, left out of every task" in " ".join(proc.stderr.split())
+    log = json.loads((out / "derive.json").read_text())
+    assert {"kind": "file", "candidate": "gridpath/blob.bin"}.items() <= next(
+        r for r in log["rejected"] if r["kind"] == "file").items()
+    assert all((t / "tests" / "suite" / "data" / "grid.txt").is_file() for t in out.glob("gridpath-fix-*"))
     for grade in out.glob("*/tests/grade.json"):
         ids = [i for group in json.loads(grade.read_text()).get("groups", {}).values() for i in group]
         assert not any(i.endswith(("test_skipped_here", "test_known_bug")) for i in ids), grade

@@ -57,13 +57,15 @@ def _files(project: Project) -> dict[str, str]:
     for path in sorted((project.root / "tests").glob("*.py")):  # conftest.py, __init__.py, helpers
         if not path.name.startswith("test_"):
             out[f"tests/{path.name}"] = path.read_text(encoding="utf-8")
+    for rel in project.data_files()[0]:  # package data, test fixtures
+        out[rel] = project.read(rel)
     return out
 
 
 def _support(files: dict[str, str]) -> dict[str, str]:
     """Test files that are no task's tests (conftest.py, tests/__init__.py, helpers)."""
-    return {k: v for k, v in files.items() if k.startswith("tests/") and "/" not in k[6:]
-            and not k[6:].startswith("test_")}
+    return {k: v for k, v in files.items() if k.startswith("tests/")
+            and not ("/" not in k[6:] and k[6:].startswith("test_") and k.endswith(".py"))}
 
 
 def _package(files: dict[str, str], project: Project) -> dict[str, str]:
@@ -102,8 +104,9 @@ def _stubbed(project: Project, funcs: list[str], files: dict[str, str],
 
 def _import_time_names(project: Project, files: dict[str, str]) -> set[str]:
     names: set[str] = set()
-    for text in _package(files, project).values():
-        names |= import_time_names(text)
+    for rel, text in _package(files, project).items():
+        if rel.endswith(".py"):
+            names |= import_time_names(text)
     return names
 
 
@@ -112,6 +115,9 @@ async def derive_project(project: Project, runner: SandboxRunner, limits: Derive
     files = _files(project)
     tests = _tests(files)
     result = ProjectDerivation(project=project.name)
+    for rel in project.data_files()[1]:
+        result.rejected.append(Rejected(project=project.name, kind="file", candidate=rel,
+                                        reason="a binary file cannot travel in a task; tests that need it will fail"))
     ref = await runner.run(files)
     if not ref.all_pass:
         failing = ref.failing()

@@ -77,9 +77,12 @@ def symptom(test_id: str, message: str, docstrings: dict[str, str]) -> str:
 
     Traceback lines (files, line numbers, code) are left out: they would give the location.
     """
-    method = test_id.rsplit(".", 1)[-1]
-    cls = test_id.rsplit(".", 2)[-2] if test_id.count(".") >= 2 else ""
-    expectation = docstrings.get(f"{cls}.{method}") or method.removeprefix("test_").replace("_", " ")
+    base = test_id.split("[", 1)[0]  # pytest parameters are no part of the name
+    method = base.rsplit(".", 1)[-1]
+    cls = base.rsplit(".", 2)[-2] if base.count(".") >= 2 else ""
+    if cls.startswith("test"):  # a module: a pytest test function has no class
+        cls = ""
+    expectation = docstrings.get(f"{cls}.{method}" if cls else method) or method.removeprefix("test_").replace("_", " ")
     lines = message.splitlines()
     start = max((i for i, ln in enumerate(lines) if _EXC_LINE.match(ln)), default=len(lines) - 1)
     seen = [ln for ln in lines[start:] if ln.strip() and not ln.lstrip().startswith('File "')]
@@ -113,8 +116,14 @@ def reproduce_instruction(project: Project, report: str) -> str:
 def test_docstrings(test_files: dict[str, str]) -> dict[str, str]:
     """{"Class.test_method": first docstring line} of the given test sources."""
     out = {}
-    for text in test_files.values():
+    for rel, text in test_files.items():
+        if not rel.endswith(".py"):
+            continue
         for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):  # a pytest test function
+                doc = ast.get_docstring(node)
+                if doc:
+                    out[node.name] = doc.splitlines()[0]
             if isinstance(node, ast.ClassDef):
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef):

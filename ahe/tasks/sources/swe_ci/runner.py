@@ -39,7 +39,8 @@ MESSAGE_CHARS = 600
 _PYTEST_OUTCOMES = {"passed": "passed", "failed": "failed", "skipped": "skipped", "xfailed": "skipped",
                     "xpassed": "passed", "error": "error"}
 _PYTEST_SECTIONS = (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]"))
-_PLAIN_TEST = re.compile(r"^(async )?def test\w*\(", re.M)  # a module-level test function
+# a module-level test function (`def test_suite()` is unittest's own convention, not a test)
+_PLAIN_TEST = re.compile(r"^(async )?def test_(?!suite\()\w*\(", re.M)
 _IMPORTS_PYTEST = re.compile(r"^\s*(import pytest|from pytest\b|from _pytest\b)", re.M)
 
 
