@@ -85,6 +85,31 @@ class SandboxRunner:
         env = f", test environment {self.test_env}" if self.test_env else ""
         return f"{self.test_runner}{env}"
 
+    async def import_error(self, files: dict[str, str]) -> str | None:
+        """Import every module of a package given as {relative path: text}; the last line of
+        the first error, or None when they all import."""
+        assert self._scratch is not None and self._sandbox is not None, "use `async with SandboxRunner()`"
+        name = f"i{next(self._ids):04d}"
+        root = self._scratch / "app" / name
+        modules = []
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text, encoding="utf-8")
+            if rel.endswith(".py"):
+                modules.append(rel[:-3].removesuffix("/__init__").replace("/", "."))
+        code = f"import importlib\nfor m in {sorted(modules)!r}:\n    importlib.import_module(m)\n"
+        (root / "ahe_imports.py").write_text(code)
+        try:
+            async with self._sem:
+                res = await self._sandbox.exec(f"cd {name} && {self._python} -B ahe_imports.py", timeout=self.timeout,
+                                               env={"PYTHONDONTWRITEBYTECODE": "1"})
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        if res.exit_code == 0 and not res.timed_out:
+            return None
+        lines = [ln for ln in (res.stderr or res.stdout or "").splitlines() if ln.strip()]
+        return (lines[-1].strip() if lines else f"exit code {res.exit_code}")[:200]
+
     async def run(self, files: dict[str, str]) -> RunResult:
         """Run the tests of a tree given as {relative path: text} (package and tests/)."""
         assert self._scratch is not None and self._sandbox is not None, "use `async with SandboxRunner()`"
