@@ -23,6 +23,7 @@ from ahe.llm.types import ModelClient
 from ahe.llm.usage import UsageLedger
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.runtime.trace import now_iso
+from ahe.tasks.snapshot import TaskChanged, TaskSeal
 from ahe.io import atomic_write_json
 
 RESULT_FILE = "result.json"
@@ -78,6 +79,17 @@ def load_result(trial_dir: Path) -> TrialResult | None:
         return None
 
 
+def seal_of(spec: TrialSpec) -> TaskSeal | None:
+    """The seal this trial's verifier runs from: travelling with the spec, or the run's seal folder's."""
+    if spec.sealed is not None:
+        return spec.sealed
+    if spec.seal_dir is None:
+        return None
+    from ahe.tasks.snapshot import sealed_entry
+
+    return sealed_entry(spec.seal_dir, spec.task_name)
+
+
 def _sandbox_for(spec: TrialSpec, task: Any) -> Any:
     from ahe.tasks.sandboxes import factories_for
 
@@ -97,6 +109,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     """Run one trial from scratch and write its result.json. Never raises for trial failures."""
     from ahe.runtime import Session, StopReason
     from ahe.tasks import load_task, run_setup, run_verifier
+    from ahe.tasks.snapshot import check_folder, verifier_task
 
     from ahe.rollout.ci_trial import ci_trial_or_none
 
@@ -111,6 +124,9 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     sandbox = None
     try:
         task = load_task(spec.task_dir)
+        seal = seal_of(spec)
+        if seal is not None:  # a task changed by an earlier trial stops the run before this one starts
+            check_folder(seal, spec.task_dir)
         agent = ctx.agent(spec.workspace)
         client = ctx.client(spec)
         sandbox = _sandbox_for(spec, task)
@@ -138,7 +154,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         else:
             t_ver = time.monotonic()
             verdict = await run_verifier(
-                task,
+                task if seal is None else verifier_task(task, seal, spec.task_dir),  # tests from the snapshot
                 sandbox,
                 spec.trial_dir / "verifier",
                 spec.verifier_timeout_sec,
@@ -153,7 +169,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
                 result.reward = 1.0 if verdict.passed else 0.0
     except InfrastructureError as exc:  # sandbox failures, setup failures
         result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, TaskChanged):  # a changed task stops the run: no result is written
         raise
     except Exception as exc:  # a bug or bad input around the trial: infra, with the trace kept
         result.error_class = "infra"
