@@ -151,7 +151,7 @@ def test_swe_ci_playground_and_generate_tables_in_three_forms(tmp_path: Path, ca
     assert [r["name"] for r in json.loads(capsys.readouterr().out)] == [r.name for r in results]
     _print(results, False, "markdown")
     (headers, *rows), = pipe_tables(capsys.readouterr().out)
-    assert headers == ["task", "n(c0)", "n(c*)", "gap", "kept", "where / why not"] and len(rows) == 2
+    assert headers == ["task", "n(c0)", "n(c*)", "gap", "skipped", "kept", "where / why not"] and len(rows) == 2
 
 
 # ---------------------------------------------------------------------------- the commands

@@ -46,6 +46,10 @@ def run_eval(
     get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
     if isolation not in ("auto", "bwrap", "none"):
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    if executor == "local":  # e.g. docker with no engine: one sentence now, not an error per trial
+        from ahe.tasks.sandboxes import ready_backend
+
+        ready_backend(sandbox, isolation)
     if executor not in ("local", "ray"):
         raise AheError(f"--executor must be local or ray, not {executor!r}")
     from ahe.rollout.ray_probe import check_ray_flags

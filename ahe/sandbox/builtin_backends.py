@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ahe.sandbox.registry import BackendOptions, SandboxBackend, SandboxRequest, register_backend
 
+TEST_ENV_MOUNT = "/opt/ahe-env"  # where a task's test environment appears in the jail
+
 
 def local_sandbox_for(request: SandboxRequest, *, isolation: str = "auto", network: bool | None = None):
     """An unstarted `LocalSandbox`: `request.app_dir` becomes /app; /logs, /tmp and HOME live
@@ -20,6 +22,8 @@ def local_sandbox_for(request: SandboxRequest, *, isolation: str = "auto", netwo
         source = request.workdir / "stage" / target.strip("/")
         source.mkdir(parents=True, exist_ok=True)
         mounts.append(Mount(source=source, target=target, writable=True))
+    if request.test_env is not None:
+        mounts.append(Mount(source=request.test_env, target=TEST_ENV_MOUNT, writable=False))
     return LocalSandbox(
         request.app_dir, root_dir=root_dir, mounts=mounts,
         network=request.network if network is None else network,
@@ -50,6 +54,14 @@ def _prepare_docker(options: BackendOptions) -> None:
             f"--sandbox docker: the docker backend cannot be imported ({exc}); "
             "install AHE with its docker dependency or run local tasks only."
         ) from None
+    if options.client is None:  # fail here, once, in one sentence: never fall back to local quietly
+        from ahe.sandbox.base import SandboxError
+        from ahe.sandbox.docker_engine import docker_client
+
+        try:
+            docker_client()
+        except SandboxError as exc:
+            raise AheError(f"--sandbox docker: {exc} Or use --sandbox local.") from None
 
 
 register_backend(SandboxBackend(

@@ -47,6 +47,8 @@ class SandboxRequest(BaseModel):
     network: bool = False
     env: dict[str, str] = Field(default_factory=dict)
     build_timeout_sec: float | None = 600.0
+    # A prepared test environment (virtualenv) the local sandbox mounts read-only at /opt/ahe-env.
+    test_env: Path | None = None
     # Folders the verifier and the oracle fill at run time (empty and trial-private before).
     stage_dirs: tuple[str, ...] = ("/tests", "/solution")
 

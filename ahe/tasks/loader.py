@@ -338,7 +338,14 @@ def _environment(r: _Reader, folder: Path) -> EnvironmentSpec:
         network_mode=r.string(section, "network_mode"),
         allow_internet=r.boolean(section, "allow_internet"),
         env=r.string_map(section, "env"),
+        test_env=_test_env(r, folder),
     )
+
+
+def _test_env(r: _Reader, folder: Path) -> Path | None:
+    """[environment] test_env: a made test environment (a folder) for local sandboxes."""
+    value = r.string("environment", "test_env")
+    return (folder / value).resolve() if value and value.strip() else None
 
 
 # --------------------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ class EnvironmentSpec(BaseModel):
     network_mode: str | None = None
     allow_internet: bool | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    test_env: Path | None = Field(
+        default=None, description="a prepared virtualenv mounted read-only at /opt/ahe-env (local tasks)"
+    )
 
     @property
     def wants_network(self) -> bool:

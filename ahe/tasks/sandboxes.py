@@ -37,7 +37,19 @@ def sandbox_request(task: Task, workdir: Path) -> SandboxRequest:
         env=resolve_env(env.env, where=f"{task.task_toml}: [environment] env"),
         build_timeout_sec=env.build_timeout_sec,
         stage_dirs=(TESTS_DIR, SOLUTION_DIR),
+        test_env=_test_env(task),
     )
+
+
+def _test_env(task: Task) -> Path | None:
+    """The task's prepared test environment, which must exist on this machine."""
+    path = task.environment.test_env
+    if path is not None and not path.is_dir():
+        from ahe.errors import AheError
+
+        raise AheError(f"{task.task_toml}: [environment] test_env {path} does not exist on this machine; "
+                       "make the task again here (ahe tasks make / derive) so its test environment is made.")
+    return path
 
 
 def make_local_sandbox(task: Task, workdir: Path, *, isolation: str = "auto", network: bool = False) -> Sandbox:
@@ -58,6 +70,12 @@ def backend_factory(name: str, options: BackendOptions | None = None) -> Sandbox
         return backend.make(sandbox_request(task, workdir), opts)
 
     return make
+
+
+def ready_backend(name: str, isolation: str = "auto") -> None:
+    """Fail now, in one sentence, when backend `name` does not exist or cannot run here (e.g.
+    docker with no reachable engine) — never later in every trial, never by running locally."""
+    backend_factory(name, BackendOptions(isolation=isolation))  # type: ignore[arg-type]
 
 
 def factories_for(

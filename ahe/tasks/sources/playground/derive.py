@@ -21,7 +21,7 @@ from ahe.tasks.sources.playground.emit import DerivedTask
 from ahe.tasks.sources.playground.mutation import Mutant, interleave, mutants_of
 from ahe.tasks.sources.playground.project import Project
 from ahe.tasks.sources.playground.runner import RunResult, SandboxRunner
-from ahe.tasks.sources.playground.stubbing import function_names, stub_source
+from ahe.tasks.sources.playground.stubbing import function_names, import_time_names, stub_source, stubbable
 
 
 class DeriveLimits(BaseModel):
@@ -54,7 +54,18 @@ def _files(project: Project) -> dict[str, str]:
     out = {rel: project.read(rel) for rel in project.source_files()}
     for t in project.tasks:
         out[t.test_file] = project.read(t.test_file)
+    for path in sorted((project.root / "tests").glob("*.py")):  # conftest.py, __init__.py, helpers
+        if not path.name.startswith("test_"):
+            out[f"tests/{path.name}"] = path.read_text(encoding="utf-8")
+    for rel in project.data_files()[0]:  # package data, test fixtures
+        out[rel] = project.read(rel)
     return out
+
+
+def _support(files: dict[str, str]) -> dict[str, str]:
+    """Test files that are no task's tests (conftest.py, tests/__init__.py, helpers)."""
+    return {k: v for k, v in files.items() if k.startswith("tests/")
+            and not ("/" not in k[6:] and k[6:].startswith("test_") and k.endswith(".py"))}
 
 
 def _package(files: dict[str, str], project: Project) -> dict[str, str]:
@@ -65,20 +76,38 @@ def _tests(files: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in files.items() if k.startswith("tests/")}
 
 
-def _stubbed(project: Project, funcs: list[str], files: dict[str, str]) -> dict[str, str]:
-    """The package with the given "file:qualname" functions stubbed."""
+def _stubbed(project: Project, funcs: list[str], files: dict[str, str],
+             result: "ProjectDerivation | None" = None, kind: str = "implement") -> dict[str, str]:
+    """The package with the given "file:qualname" functions stubbed; a function that cannot be
+    stubbed safely (see `stubbable`) is left as it is and logged in `result.rejected`."""
+    used = _import_time_names(project, files)
     by_file: dict[str, list[str]] = {}
     for f in funcs:
         file, name = f.split(":", 1)
+        if file not in files:
+            raise AheError(f"{project.root / 'playground.toml'}: {file} is not a file of the package; "
+                           "fix the task's `functions` list.")
+        why = stubbable(files[file], name, used)
+        if why and why.startswith("not defined"):
+            raise AheError(f"{project.root / 'playground.toml'}: {file} defines no function {name}; "
+                           "fix the task's `functions` list.")
+        if why:
+            if result is not None:
+                result.rejected.append(Rejected(project=project.name, kind=f"{kind}-stub", candidate=f, reason=why))
+            continue
         by_file.setdefault(file, []).append(name)
     out = dict(_package(files, project))
     for file, names in by_file.items():
-        try:
-            out[file] = stub_source(out[file], names)
-        except KeyError as exc:
-            raise AheError(f"{project.root / 'playground.toml'}: {file} defines no function {exc.args[0]}; "
-                           "fix the task's `functions` list.") from None
+        out[file] = stub_source(out[file], names)
     return out
+
+
+def _import_time_names(project: Project, files: dict[str, str]) -> set[str]:
+    names: set[str] = set()
+    for rel, text in _package(files, project).items():
+        if rel.endswith(".py"):
+            names |= import_time_names(text)
+    return names
 
 
 async def derive_project(project: Project, runner: SandboxRunner, limits: DeriveLimits,
@@ -86,13 +115,23 @@ async def derive_project(project: Project, runner: SandboxRunner, limits: Derive
     files = _files(project)
     tests = _tests(files)
     result = ProjectDerivation(project=project.name)
+    for rel in project.data_files()[1]:
+        result.rejected.append(Rejected(project=project.name, kind="file", candidate=rel,
+                                        reason="a binary file cannot travel in a task; tests that need it will fail"))
     ref = await runner.run(files)
     if not ref.all_pass:
-        bad = ref.failing()[:3] or [ref.crashed or ("timed out" if ref.timed_out else "no tests ran")]
-        raise AheError(f"{project.root}: the reference does not pass its own tests ({', '.join(bad)}); "
-                       "fix the project before deriving tasks from it.")
-    ids = sorted(ref.tests)
-    log(f"{project.name}: reference passes {len(ids)} tests")
+        failing = ref.failing()
+        if failing:
+            more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
+            what = f"{len(failing)} of {len(ref.tests)} tests fail: {', '.join(failing[:3])}{more}"
+        else:
+            what = ref.crashed or ("the tests timed out" if ref.timed_out else "no test ran")
+        raise AheError(f"{project.root}: the reference does not pass its own tests ({what}); "
+                       "fix the project (or its test environment) before deriving tasks from it.")
+    ids = ref.passing()  # skipped and expected-to-fail tests count neither way
+    skipped = len(ref.tests) - len(ids)
+    log(f"{project.name}: reference passes {len(ids)} tests ({runner.describe()})"
+        + (f"; {skipped} skipped or xfailed, left out of every task" if skipped else ""))
     implement = [_implement(project, i, files, ids, runner, result) for i in range(len(project.tasks))]
     library = [_library(project, m, files, ids, runner, result) for m in project.modules()]
     for derived in await asyncio.gather(*implement, *library):
@@ -107,11 +146,15 @@ async def _implement(project: Project, index: int, files: dict[str, str], ids: l
                      runner: SandboxRunner, result: ProjectDerivation) -> DerivedTask | None:
     task = project.tasks[index]
     funcs = [f for t in project.tasks[index:] for f in t.functions]
-    start = _stubbed(project, funcs, files)
+    start = _stubbed(project, funcs, files, result if index == 0 else None)
     graded = [i for t in project.tasks[: index + 1] for i in kinds.tests_of(t, ids)]
     run = await runner.run({**start, **_tests(files)})
     own = kinds.tests_of(task, ids)
-    failing_own = [i for i in own if i in run.failing()]
+    broken = await _import_broken(runner, start)
+    if broken:
+        result.rejected.append(Rejected(project=project.name, kind="implement", candidate=task.name, reason=broken))
+        return None
+    failing_own = [i for i in own if run.tests.get(i) != "pass"]  # a module that no longer loads fails too
     if not failing_own:
         result.rejected.append(Rejected(project=project.name, kind="implement", candidate=task.name,
                                         reason="no test of the task fails on the stubbed code"))
@@ -127,15 +170,25 @@ async def _implement(project: Project, index: int, files: dict[str, str], ids: l
 
 
 def _suite(files: dict[str, str], tasks: list) -> dict[str, str]:
-    return {t.test_file.removeprefix("tests/"): files[t.test_file] for t in tasks}
+    extra = {k.removeprefix("tests/"): v for k, v in _support(files).items()}
+    return {**extra, **{t.test_file.removeprefix("tests/"): files[t.test_file] for t in tasks}}
 
 
 async def _library(project: Project, module: str, files: dict[str, str], ids: list[str],
                    runner: SandboxRunner, result: ProjectDerivation) -> DerivedTask | None:
-    names = function_names(files[module])
-    start = _stubbed(project, [f"{module}:{n}" for n in names], files)
+    used = _import_time_names(project, files)
+    names = [n for n in function_names(files[module]) if stubbable(files[module], n, used) is None]
+    if not names:
+        result.rejected.append(Rejected(project=project.name, kind="library", candidate=module,
+                                        reason="no function of the module can be stubbed"))
+        return None
+    start = _stubbed(project, [f"{module}:{n}" for n in function_names(files[module])], files, result, "library")
     run = await runner.run({**start, **_tests(files)})
-    if not run.failing():
+    broken = await _import_broken(runner, start)
+    if broken:
+        result.rejected.append(Rejected(project=project.name, kind="library", candidate=module, reason=broken))
+        return None
+    if not _broken(run, ids):
         result.rejected.append(Rejected(project=project.name, kind="library", candidate=module,
                                         reason="no test fails with the module stubbed"))
         return None
@@ -146,7 +199,7 @@ async def _library(project: Project, module: str, files: dict[str, str], ids: li
         environment=start, suite=_suite(files, project.tasks),
         grade={"package": project.package, "groups": {"fraction": ids}},
         solution={module: files[module]}, difficulty="hard" if len(names) > 4 else "medium",
-        details={"functions": len(names), "failing_on_start": len(run.failing()), "tests": len(ids)})
+        details={"functions": len(names), "failing_on_start": len(_broken(run, ids)), "tests": len(ids)})
 
 
 async def _bugs(project: Project, files: dict[str, str], tests: dict[str, str], ids: list[str],
@@ -182,6 +235,13 @@ async def _bugs(project: Project, files: dict[str, str], tests: dict[str, str], 
         derived = await _reproduce(project, n, m, run, files, ids, runner, docs, result)
         if derived is not None:
             result.tasks.append(derived)
+
+
+async def _import_broken(runner: SandboxRunner, package: dict[str, str]) -> str | None:
+    """Why the stubbed package does not even import, else None. (Test modules that call a
+    stubbed function while they load are fine: they fail until the agent implements it.)"""
+    error = await runner.import_error(package)
+    return f"the stubbed package does not import ({error})" if error else None
 
 
 def _broken(run: RunResult, ids: list[str]) -> list[str]:
@@ -226,8 +286,8 @@ async def _reproduce(project: Project, n: int, m: Mutant, run: RunResult, files:
     failing = _broken(run, ids)
     methods_by_file: dict[str, set[str]] = {}
     for test_id in failing:
-        module, cls, method = test_id.rsplit(".", 2)
-        methods_by_file.setdefault(module.replace(".", "/") + ".py", set()).add(f"{cls}.{method}")
+        rel, name = kinds.split_test_id(test_id, files)
+        methods_by_file.setdefault(rel, set()).add(name)
     visible = dict(_tests(files))
     for rel, methods in methods_by_file.items():
         if rel in visible:
@@ -243,7 +303,7 @@ async def _reproduce(project: Project, n: int, m: Mutant, run: RunResult, files:
     return DerivedTask(
         name=f"{project.name}-reproduce-{n:02d}", kind="reproduce", project=project.name, title=f"reproduce bug {n}",
         instruction=kinds.reproduce_instruction(project, _report(run, failing, docs)),
-        environment={**buggy, **visible, "tests/__init__.py": ""},
+        environment={"tests/__init__.py": "", **buggy, **visible},
         archives={"buggy.tar.gz": buggy, "reference.tar.gz": _package(files, project)},
         grade={"package": project.package}, solution=restored, difficulty="easy",
         details={"operator": m.operator, "change": m.change, "where": m.where, "removed_tests": failing})

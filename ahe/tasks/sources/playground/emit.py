@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import io
 import shutil
 import tarfile
@@ -27,8 +28,11 @@ _EOF = "AHE_PLAYGROUND_EOF"
 
 TEST_SH = """#!/bin/bash
 # SWE-Playground verifier: grade.py runs the hidden tests in a fresh copy and writes reward.json.
+# The project's test environment (interpreter and packages) is at /opt/ahe-env when it has one.
 mkdir -p /logs/verifier
-python3 -B /tests/grade.py grade /tests/grade.json
+PY=python3
+[ -x /opt/ahe-env/bin/python ] && PY=/opt/ahe-env/bin/python
+"$PY" -B /tests/grade.py grade /tests/grade.json
 """
 
 
@@ -47,6 +51,7 @@ class DerivedTask(BaseModel):
     grade: dict = Field(default_factory=dict)
     solution: dict[str, str] = Field(default_factory=dict)  # /app-relative files solve.sh writes
     details: dict = Field(default_factory=dict)
+    test_env: str | None = None  # the project's test environment folder ([environment] test_env)
 
 
 def tarball(files: dict[str, str]) -> bytes:
@@ -82,7 +87,8 @@ def task_toml(task: DerivedTask) -> str:
     return (f'[task]\nname = "{task.name}"\n\n[metadata]\ndifficulty = "{task.difficulty}"\n'
             f'category = "playground-{task.kind}"\ntags = [{tags}]\nsource = "swe-playground"\n'
             f'project = "{task.project}"\nkind = "{task.kind}"\n\n[agent]\ntimeout_sec = 900\n\n'
-            "[verifier]\ntimeout_sec = 180\n\n[environment]\ncpus = 1\nmemory_mb = 1024\n")
+            "[verifier]\ntimeout_sec = 180\n\n[environment]\ncpus = 1\nmemory_mb = 1024\n"
+            + (f"test_env = {json.dumps(task.test_env)}\n" if task.test_env else ""))
 
 
 def write_task(task: DerivedTask, out_dir: Path) -> Path:

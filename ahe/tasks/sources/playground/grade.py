@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """The grader of SWE-Playground tasks (stdlib only; copied into every task's tests/).
 
-    grade.py run ROOT OUT.json     run ROOT/tests/test_*.py (top level ROOT), write each
+    grade.py run ROOT OUT.json [unittest|pytest]
+                                   run ROOT/tests/test_*.py (top level ROOT), write each
                                    test id's outcome: pass | fail | error | skip
     grade.py grade CONFIG.json     the verifier: build the trees the task kind needs, run the
                                    tests in a child process each, write /logs/verifier/reward.json
 
-An import error of a test module and NotImplementedError count as failures (errors). Every
-run is a separate process with a timeout, so a hanging or crashing solution only loses.
+An import error of a test module and NotImplementedError count as failures (errors). Skipped
+and expected-to-fail (xfail) tests are "skip": they are in no graded group. Under pytest a
+test's id is its JUnit class name and name ("tests.test_x.Class.test_y", "tests.test_x.test_z"),
+the same as unittest's for TestCase tests. Every run is a separate process with a timeout, so
+a hanging or crashing solution only loses.
 """
 
 import json
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import unittest
+import xml.etree.ElementTree as ET
 
 RUN_TIMEOUT = float(os.environ.get("PLAYGROUND_RUN_TIMEOUT", "60"))
 LOGS = "/logs/verifier"
@@ -27,8 +32,8 @@ class _Record(unittest.TestResult):
         super().__init__()
         self.outcomes = {}
 
-    def addSuccess(self, test):
-        self.outcomes[test.id()] = "pass"
+    def addSuccess(self, test):  # a test id run twice keeps its worst outcome
+        self.outcomes.setdefault(test.id(), "pass")
 
     def addFailure(self, test, err):
         self.outcomes[test.id()] = "fail"
@@ -39,10 +44,15 @@ class _Record(unittest.TestResult):
         self.errors.append((test, self._exc_info_to_string(err, test)))
 
     def addSkip(self, test, reason):
-        self.outcomes[test.id()] = "skip"
+        self.outcomes.setdefault(test.id(), "skip")
 
-    def addExpectedFailure(self, test, err):
-        self.outcomes[test.id()] = "fail"
+    def addExpectedFailure(self, test, err):  # an expected failure counts neither way
+        self.outcomes.setdefault(test.id(), "skip")
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self.outcomes[test.id()] = "fail"
+            self.failures.append((test, self._exc_info_to_string(err, test)))
 
     def addUnexpectedSuccess(self, test):
         self.outcomes[test.id()] = "fail"
@@ -53,24 +63,53 @@ def _last_lines(text, n=6):
     return "\n".join(lines[-n:])
 
 
-def run_tests(root, out):
-    """Run the tests under root/tests in this process; write {tests, messages} to `out`."""
+def run_tests(root, out, runner="unittest"):
+    """Run the tests under root/tests; write {tests, messages} to `out`."""
     root, out = os.path.abspath(root), os.path.abspath(out)
+    if runner == "pytest":
+        outcomes, messages = _pytest(root, out + ".xml")
+    else:
+        outcomes, messages = _unittest(root)
+    with open(out, "w") as f:
+        json.dump({"tests": outcomes, "messages": messages}, f, indent=1)
+
+
+def _unittest(root):
     os.chdir(root)
     sys.path.insert(0, root)
     result = _Record()
     if os.path.isdir(os.path.join(root, "tests")):
         suite = unittest.defaultTestLoader.discover(os.path.join(root, "tests"), top_level_dir=root)
         suite.run(result)
-    messages = {t.id(): _last_lines(text) for t, text in result.failures + result.errors}
-    with open(out, "w") as f:
-        json.dump({"tests": result.outcomes, "messages": messages}, f, indent=1)
+    return result.outcomes, {t.id(): _last_lines(text) for t, text in result.failures + result.errors}
 
 
-def _child(root, out):
+def _pytest(root, report):
+    env = dict(os.environ, PYTHONPATH=root, PYTHONDONTWRITEBYTECODE="1")
+    subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "--color=no",
+                    "--rootdir", root, "-o", "addopts=", "--continue-on-collection-errors", "--junitxml", report],
+                   cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    outcomes, messages = {}, {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        cls, name = case.get("classname") or "", case.get("name") or ""
+        test_id = "%s.%s" % (cls, name) if cls else name
+        outcome = "pass"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "fail" if child.tag == "failure" else "error"
+                messages[test_id] = _last_lines((child.get("message") or "") + "\n" + (child.text or ""))
+                break
+            if child.tag == "skipped":
+                outcome = "skip"
+        if outcomes.get(test_id) not in ("fail", "error"):
+            outcomes[test_id] = outcome
+    return outcomes, messages
+
+
+def _child(root, out, runner="unittest"):
     """Run the tests of `root` in a child process; {} when it hangs or dies."""
     try:
-        subprocess.run([sys.executable, os.path.abspath(__file__), "run", root, out],
+        subprocess.run([sys.executable, os.path.abspath(__file__), "run", root, out, runner],
                        timeout=RUN_TIMEOUT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with open(out) as f:
             return json.load(f)["tests"]
@@ -107,18 +146,18 @@ def grade(config_path):
     with open(config_path) as f:
         cfg = json.load(f)
     here = os.path.dirname(os.path.abspath(config_path))
-    kind, package = cfg["kind"], cfg["package"]
+    kind, package, runner = cfg["kind"], cfg["package"], cfg.get("runner", "unittest")
     if kind == "reproduce":
         agent_tests = os.path.join(cfg.get("app", "/app"), "tests")
-        buggy = _child(_tree("buggy", os.path.join(here, "buggy.tar.gz"), agent_tests, package), "/tmp/grade/buggy.json")
-        fixed = _child(_tree("fixed", os.path.join(here, "reference.tar.gz"), agent_tests, package), "/tmp/grade/fixed.json")
+        buggy = _child(_tree("buggy", os.path.join(here, "buggy.tar.gz"), agent_tests, package), "/tmp/grade/buggy.json", runner)
+        fixed = _child(_tree("fixed", os.path.join(here, "reference.tar.gz"), agent_tests, package), "/tmp/grade/fixed.json", runner)
         fails_on_buggy = any(v in ("fail", "error") for v in buggy.values())
         passes_on_fixed = bool(fixed) and all(v in ("pass", "skip") for v in fixed.values())
         reward = {"fails_on_buggy": float(fails_on_buggy), "passes_on_reference": float(passes_on_fixed),
                   "tests": float(len(fixed))}
         reward["reward"] = float(fails_on_buggy and passes_on_fixed)
         return reward
-    outcomes = _child(_tree("work", cfg.get("app", "/app"), os.path.join(here, "suite"), package), "/tmp/grade/work.json")
+    outcomes = _child(_tree("work", cfg.get("app", "/app"), os.path.join(here, "suite"), package), "/tmp/grade/work.json", runner)
     groups = cfg["groups"]  # {name: [test ids]}
     every = [i for ids in groups.values() for i in ids]
     passed = sum(outcomes.get(i) == "pass" for i in every)
@@ -130,8 +169,8 @@ def grade(config_path):
 
 
 def main(argv):
-    if len(argv) == 3 and argv[0] == "run":
-        run_tests(argv[1], argv[2])
+    if len(argv) in (3, 4) and argv[0] == "run":
+        run_tests(*argv[1:])
         return 0
     if len(argv) == 2 and argv[0] == "grade":
         os.makedirs(LOGS, exist_ok=True)

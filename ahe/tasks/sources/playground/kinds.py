@@ -18,6 +18,20 @@ from ahe.tasks.sources.playground.project import Project, TaskSpec
 _EXC_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 FOOTER = ("Use the Python standard library only. Hidden unit tests (unittest) are run on the package "
           "in /app/{package} when you finish.")
+# a project with its own test environment (pytest, dependencies: a real library)
+FOOTER_ENV = ("Hidden unit tests are run on the package in /app/{package} when you finish, with the "
+              "project's test environment (its Python and packages are in /opt/ahe-env).")
+
+
+def footer(project: Project) -> str:
+    info = project.project
+    plain = info.runner != "pytest" and not info.requirements and not info.setup and not _declares(project)
+    return (FOOTER if plain else FOOTER_ENV).format(package=project.package)
+
+
+def _declares(project: Project) -> bool:
+    root = project.root
+    return any((root / f).is_file() for f in ("pyproject.toml", "setup.cfg", "setup.py", "tox.ini", "pytest.ini"))
 
 
 def _header(project: Project) -> str:
@@ -42,7 +56,7 @@ def implement_instruction(project: Project, index: int) -> str:
             _stub_list(task.functions)]
     if later:
         text += ["", "Other stubs belong to later tasks; leave them as they are."]
-    text += ["", FOOTER.format(package=project.package) + " They check this task and every earlier one."]
+    text += ["", footer(project) + " They check this task and every earlier one."]
     return "\n".join(text)
 
 
@@ -54,7 +68,7 @@ def library_instruction(project: Project, module: str, functions: list[str]) -> 
             "whole package works:", _stub_list(functions), "", "## What the module does", ""]
     for t in specs:
         text += [f"### {t.title}", "", t.description.strip(), ""]
-    text += [FOOTER.format(package=project.package) + " They cover the whole package."]
+    text += [footer(project) + " They cover the whole package."]
     return "\n".join(text)
 
 
@@ -63,9 +77,12 @@ def symptom(test_id: str, message: str, docstrings: dict[str, str]) -> str:
 
     Traceback lines (files, line numbers, code) are left out: they would give the location.
     """
-    method = test_id.rsplit(".", 1)[-1]
-    cls = test_id.rsplit(".", 2)[-2] if test_id.count(".") >= 2 else ""
-    expectation = docstrings.get(f"{cls}.{method}") or method.removeprefix("test_").replace("_", " ")
+    base = test_id.split("[", 1)[0]  # pytest parameters are no part of the name
+    method = base.rsplit(".", 1)[-1]
+    cls = base.rsplit(".", 2)[-2] if base.count(".") >= 2 else ""
+    if cls.startswith("test"):  # a module: a pytest test function has no class
+        cls = ""
+    expectation = docstrings.get(f"{cls}.{method}" if cls else method) or method.removeprefix("test_").replace("_", " ")
     lines = message.splitlines()
     start = max((i for i, ln in enumerate(lines) if _EXC_LINE.match(ln)), default=len(lines) - 1)
     seen = [ln for ln in lines[start:] if ln.strip() and not ln.lstrip().startswith('File "')]
@@ -80,7 +97,7 @@ def fix_instruction(project: Project, report: str, n_failing: int) -> str:
         f"# Bug report against {project.name}", "", _header(project), "",
         "A user reports that this no longer works as documented:", "", report, "",
         f"Find the cause and fix it in the package under /app/{project.package}.{more} Keep every "
-        "other behaviour as it is.", "", FOOTER.format(package=project.package)
+        "other behaviour as it is.", "", footer(project)
         + " They include the checks that fail now and the ones that pass now."])
 
 
@@ -99,8 +116,14 @@ def reproduce_instruction(project: Project, report: str) -> str:
 def test_docstrings(test_files: dict[str, str]) -> dict[str, str]:
     """{"Class.test_method": first docstring line} of the given test sources."""
     out = {}
-    for text in test_files.values():
+    for rel, text in test_files.items():
+        if not rel.endswith(".py"):
+            continue
         for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):  # a pytest test function
+                doc = ast.get_docstring(node)
+                if doc:
+                    out[node.name] = doc.splitlines()[0]
             if isinstance(node, ast.ClassDef):
                 for item in node.body:
                     if isinstance(item, ast.FunctionDef):
@@ -110,16 +133,30 @@ def test_docstrings(test_files: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def split_test_id(test_id: str, files: dict[str, str]) -> tuple[str, str]:
+    """("tests/test_x.py", "Class.test_y" or "test_z") of a test id; pytest parameters dropped."""
+    base = test_id.split("[", 1)[0]
+    parts = base.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        rel = "/".join(parts[:n]) + ".py"
+        if rel in files:
+            return rel, ".".join(parts[n:])
+    module, cls, method = base.rsplit(".", 2)
+    return module.replace(".", "/") + ".py", f"{cls}.{method}"
+
+
 def remove_tests(source: str, methods: set[str]) -> str:
-    """The test file without the named methods ("Class.test_x"); a class left with no test
-    method keeps a `pass`."""
+    """The test file without the named tests ("Class.test_x" methods, "test_y" functions); a
+    class left with no test method keeps a `pass`."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     cuts = []
     for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in methods:
+            cuts.append((min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno, None))
         if not isinstance(node, ast.ClassDef):
             continue
-        items = [i for i in node.body if isinstance(i, ast.FunctionDef)]
+        items = [i for i in node.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))]
         drop = [i for i in items if f"{node.name}.{i.name}" in methods]
         keep_any = len(drop) < len(node.body)
         for i in drop:

@@ -71,6 +71,9 @@ class ProjectInfo(BaseModel):
     description: str
     package: str
     language: str = "python"
+    runner: str = Field(default="auto", pattern="^(auto|pytest|unittest)$")  # auto: detected from the project
+    requirements: list[str] | None = None  # the tests' packages (None: what the project declares)
+    setup: str | None = None  # a shell command that completes the test environment
 
     @field_validator("name", "package")
     @classmethod
@@ -110,6 +113,26 @@ class Project(BaseModel):
         """Every .py file of the package, relative to the root."""
         pkg = self.root / self.package
         return sorted(str(p.relative_to(self.root)) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
+
+    def data_files(self) -> tuple[list[str], list[str]]:
+        """(text, skipped) non-Python files the code and tests need: the package's data files
+        and whatever tests/ holds besides its top-level .py files (fixtures, sub-folders).
+        Binary files cannot travel in a task's text files and are skipped (the second list)."""
+        found = [p for p in (self.root / self.package).rglob("*") if p.suffix not in (".py", ".pyc")]
+        tests = self.root / "tests"
+        if tests.is_dir():
+            found += [p for p in tests.rglob("*") if not (p.parent == tests and p.suffix in (".py", ".pyc"))]
+        text, skipped = [], []
+        for p in sorted(found):
+            if not p.is_file() or "__pycache__" in p.parts:
+                continue
+            rel = str(p.relative_to(self.root))
+            try:
+                p.read_text(encoding="utf-8")
+                text.append(rel)
+            except (UnicodeDecodeError, ValueError):
+                skipped.append(rel)
+        return text, skipped
 
     def read(self, rel: str) -> str:
         return (self.root / rel).read_text(encoding="utf-8")

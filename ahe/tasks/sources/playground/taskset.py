@@ -107,6 +107,35 @@ def derive_task_set(project_paths: list[Path], out: Path, *, holdout: float = 0.
 
 
 async def _derive_all(projects, limits: DeriveLimits, concurrency: int, log) -> list[ProjectDerivation]:
-    """One sandbox for every test run of every project (projects one after the other)."""
-    async with SandboxRunner(concurrency=concurrency) as runner:
-        return [await derive_project(p, runner, limits, log) for p in projects]
+    """One sandbox per project (its test environment mounted), projects one after the other."""
+    out = []
+    for p in projects:
+        runner, env = project_environment(p, log)
+        async with SandboxRunner(concurrency=concurrency, test_env=env, test_runner=runner) as sandbox:
+            derivation = await derive_project(p, sandbox, limits, log)
+        for task in derivation.tasks:
+            task.grade["runner"] = runner
+            task.test_env = str(env) if env else None
+        out.append(derivation)
+    return out
+
+
+def project_environment(project, log) -> tuple[str, Path | None]:
+    """The runner (pytest or unittest, detected unless playground.toml says) and the test
+    environment (made once from the project's requirements) of a project's tests."""
+    from ahe.tasks.sources.swe_ci.runner import detect_pytest
+    from ahe.tasks.sources.testenv import declared_requirements, ensure_env
+
+    info = project.project
+    runner, why = info.runner, "set in playground.toml"
+    if runner == "auto":
+        found = detect_pytest(project.root, ["tests"])
+        runner, why = ("pytest", found) if found else ("unittest", "no sign of pytest in the project")
+    reqs = list(info.requirements) if info.requirements is not None else \
+        declared_requirements(project.root, pytest=runner == "pytest")
+    if runner == "pytest" and not any(r.split("=")[0].split("<")[0].split(">")[0].strip() == "pytest" for r in reqs):
+        reqs.append("pytest")
+    env = ensure_env(reqs, setup=info.setup, source_dir=project.root, log=log) if reqs or info.setup else None
+    log(f"{project.name}: tests run by {runner} ({why})"
+        + (f"; test environment {env.path} ({env.seconds:.1f} s)" if env else ""))
+    return runner, env.path if env else None

@@ -45,11 +45,15 @@ def _print(results, as_json: bool, fmt: Optional[str] = None) -> int:
 
     out = TableOutput(resolve_format(fmt, as_json))
     out.json([r.model_dump(mode="json") for r in results])
-    table = Table("task", "n(c0)", "n(c*)", "gap", "kept", "where / why not", title="SWE-CI tasks")
+    table = Table("task", "n(c0)", "n(c*)", "gap", "skipped", "kept", "where / why not", title="SWE-CI tasks")
     for r in results:
-        table.add_row(r.name, str(r.n_base), str(r.n_target), str(r.gap), "yes" if r.kept else "no",
+        table.add_row(r.name, str(r.n_base), str(r.n_target), str(r.gap), str(r.skipped), "yes" if r.kept else "no",
                       str(r.path) if r.kept else r.reason)
     out.print(table)
+    for r in results:
+        if r.runner:
+            env = f"; test environment {r.test_env} ({r.env_seconds:.1f} s)" if r.test_env else ""
+            out.print(f"{r.name}: tests run by {r.runner}{env}", markup=False, highlight=False)
     return sum(1 for r in results if r.kept)
 
 
@@ -62,7 +66,10 @@ def make_swe_ci(
     out: Path = typer.Option(..., "--out", help="Where to write the task folders."),
     name: Optional[str] = typer.Option(None, "--name", help="Task name (default: <repo>-<base7>-<target7>)."),
     tests_dir: Optional[list[str]] = typer.Option(None, "--tests-dir", help="Test folder(s) of the repository (default: tests); repeatable."),
-    test_command: Optional[str] = typer.Option(None, "--test-command", help="Shell command that writes JUnit XML to $AHE_JUNIT_XML (default: pytest, else unittest)."),
+    test_command: Optional[str] = typer.Option(None, "--test-command", help="Shell command that writes JUnit XML to $AHE_JUNIT_XML (default: pytest when the project uses it, else unittest)."),
+    setup: Optional[str] = typer.Option(None, "--setup", help="Shell command that completes the test environment (run once per repository, with its pip)."),
+    test_env: str = typer.Option("auto", "--test-env", help="auto: make the repository's test environment from its declared dependencies; none: the sandbox's python3 only."),
+    base_image: Optional[str] = typer.Option(None, "--base-image", help="--sandbox docker: the image the generated Dockerfile starts FROM (default python:3.11-slim)."),
     min_gap: int = typer.Option(5, "--min-gap", min=1, help="Keep a task only when n(c*) - n(c0) reaches this (the paper: 5)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Make it a CI-loop task with this many rounds ([ci] rounds)."),
     gamma: float = typer.Option(1.0, "--gamma", help="EvoScore's γ for the CI loop ([ci] gamma, ≥ 1)."),
@@ -73,20 +80,48 @@ def make_swe_ci(
 ) -> None:
     """Make SWE-CI evolution tasks from a git repository's history (base → target commit)."""
     from ahe.errors import AheError
-    from ahe.tasks.sources.swe_ci.maker import make_task, read_batch
+    from ahe.tasks.sandboxes import backend_factory
+    from ahe.tasks.sources.swe_ci.maker import MakeResult, make_task, read_batch, validate_batch
 
+    if csv_file is not None and (repo or base or target or name):
+        raise AheError("--csv makes every task from its rows; drop --repo, --base, --target and --name, "
+                       "or drop --csv to make one task.")
     if csv_file is None and not (repo and base and target):
         raise AheError("give --repo, --base and --target, or --csv FILE with the columns repo,base,target.")
-    rows = read_batch(csv_file) if csv_file else [{"repo": str(repo), "base": base, "target": target, "name": name or ""}]
+    if test_env not in ("auto", "none"):
+        raise AheError(f"--test-env must be auto or none, not {test_env!r}.")
+    if setup and test_env == "none":
+        raise AheError("--setup completes the test environment; it cannot go with --test-env none.")
+    backend_factory(sandbox)  # an unknown backend or an unreachable engine: one sentence, now
+    if csv_file:
+        rows = validate_batch(read_batch(csv_file), csv_file, out, force)
+    else:
+        rows = [{"repo": str(repo), "repo_path": str(repo), "base": base, "target": target, "name": name or ""}]
     ci = _ci(rounds, gamma)
+    err = _stderr()
     results = []
-    for row in rows:
-        path = Path(row["repo"]) if csv_file is None else (csv_file.parent / row["repo"])
-        results.append(make_task(path, row["base"], row["target"], out, name=row["name"] or None,
-                                 test_dirs=tests_dir or None, test_command=test_command, min_gap=min_gap, ci=ci,
-                                 sandbox=sandbox, force=force))
+    for i, row in enumerate(rows, start=1):
+        try:
+            result = make_task(Path(row["repo_path"]), row["base"], row["target"], out, name=row["name"] or None,
+                               test_dirs=tests_dir or None, test_command=test_command, min_gap=min_gap, ci=ci,
+                               sandbox=sandbox, force=force, setup=setup, test_env=test_env, base_image=base_image,
+                               log=lambda s: err.print(f"  {s}", markup=False))
+        except AheError as exc:
+            if csv_file is None:
+                raise
+            result = MakeResult(name=row["name"], path=None, reason=str(exc))
+        results.append(result)
+        if csv_file:
+            err.print(f"  {i}/{len(rows)} {result.name}: {'made' if result.kept else 'skipped: ' + result.reason}",
+                      markup=False)
     if _print(results, as_json, fmt) == 0:
         raise typer.Exit(1)
+
+
+def _stderr():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 @import_app.command("swe-ci")

@@ -16,6 +16,7 @@ import filecmp
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -25,8 +26,11 @@ IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache")
 
 TEST_SH = """#!/bin/bash
 # SWE-CI verifier: runs the pristine target tests on a copy of /app and writes reward.json.
+# The task's test environment (its interpreter and packages) is at /opt/ahe-env when it has one.
 mkdir -p /logs/verifier
-python3 /tests/verify.py --app /app --logs /logs/verifier
+PY=python3
+[ -x /opt/ahe-env/bin/python ] && PY=/opt/ahe-env/bin/python
+"$PY" /tests/verify.py --app /app --logs /logs/verifier "$@"
 """
 
 SOLVE_SH = """#!/bin/bash
@@ -66,7 +70,9 @@ class TaskSpec(BaseModel):
     docker_base_image: str | None = Field(default=None, description="FROM of environment/Dockerfile (imported tasks)")
     agent_timeout_sec: float = 1800.0
     verifier_timeout_sec: float = 1800.0
-    extra_metadata: dict[str, str | int | float] = Field(default_factory=dict)
+    extra_metadata: dict[str, str | int | float | list[str]] = Field(default_factory=dict)
+    test_env: Path | None = None  # a made test environment ([environment] test_env, local tasks)
+    docker_env: Any = None  # a TestEnv whose packages the generated Dockerfile installs (docker tasks)
 
 
 def _toml_value(value: object) -> str:
@@ -82,6 +88,8 @@ def task_toml(spec: TaskSpec) -> str:
               "[verifier]", f"timeout_sec = {spec.verifier_timeout_sec!r}"]
     if spec.ci is not None:
         lines += ["", "[ci]", f"rounds = {spec.ci.rounds}", f"gamma = {spec.ci.gamma!r}"]
+    if spec.test_env is not None:
+        lines += ["", "[environment]", f"test_env = {json.dumps(str(spec.test_env))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -100,7 +108,7 @@ def _files(root: Path, test_dirs: list[str]) -> set[str]:
 
 def write_task(spec: TaskSpec, base: Path, target: Path, out: Path) -> Path:
     """Lay the task folder out at `out` (which must not exist); expected.json comes later."""
-    missing = [d for d in spec.test_dirs if not (target / d).is_dir()]
+    missing = [d for d in spec.test_dirs if not (target / d).exists()]
     if missing:
         raise FileNotFoundError(f"the target commit {spec.target_sha[:12]} has no test folder {', '.join(missing)}; "
                                 "name the test folders with --tests-dir")
@@ -113,8 +121,8 @@ def write_task(spec: TaskSpec, base: Path, target: Path, out: Path) -> Path:
     shutil.copytree(base, app, symlinks=True, ignore=IGNORE)
     for d in spec.test_dirs:
         shutil.rmtree(app / d, ignore_errors=True)
-        shutil.copytree(target / d, app / d, symlinks=True, ignore=IGNORE)
-    if spec.docker_base_image:
+        copy_tests(target / d, app / d)
+    if spec.docker_base_image and spec.docker_env is None:
         (env / "Dockerfile").write_text(
             f"FROM {spec.docker_base_image}\nCOPY app/ /app/\nWORKDIR /app\n"
         )
@@ -127,10 +135,19 @@ def write_task(spec: TaskSpec, base: Path, target: Path, out: Path) -> Path:
     config = {"test_dirs": spec.test_dirs, "command": spec.test_command, "timeout_sec": spec.verifier_timeout_sec}
     (tests / "config.json").write_text(json.dumps(config, indent=1))
     for d in spec.test_dirs:
-        shutil.copytree(target / d, tests / "target_tests" / d, symlinks=True, ignore=IGNORE)
+        copy_tests(target / d, tests / "target_tests" / d)
 
     _write_solution(out / "solution", base, target, spec.test_dirs)
     return out
+
+
+def copy_tests(src: Path, dst: Path) -> None:
+    """A test folder, or a single test file (e.g. a root-level test_x.py)."""
+    if src.is_dir():
+        shutil.copytree(src, dst, symlinks=True, ignore=IGNORE)
+    else:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
 
 
 def _write_solution(sol: Path, base: Path, target: Path, test_dirs: list[str]) -> None:

@@ -103,11 +103,24 @@ def import_task(row: dict[str, str], data_dir: Path, out_dir: Path, *, ci: CISet
         return keep_if_gap(result, staged, expected, final, min_gap)
 
 
+def _engine():
+    """The Docker engine the published images need: one sentence when there is none."""
+    from ahe.sandbox.base import SandboxError
+    from ahe.sandbox.docker_engine import docker_client
+
+    try:
+        return docker_client()
+    except SandboxError as exc:
+        raise AheError(f"importing the published SWE-CI layout needs a Docker engine (its tasks run on their "
+                       f"images): {exc}") from None
+
+
 def import_dataset(root: Path, out_dir: Path, *, split: str = "default", only: list[str] | None = None,
                    ci: CISettings | None = None, test_dirs: list[str] | None = None, min_gap: int = 1,
                    force: bool = False, client=None) -> list[MakeResult]:
     """Every task of `<root>/metadata/<split>.csv` (or those in `only`) into `out_dir`."""
     rows = read_metadata(root / "metadata" / f"{split}.csv")
+    client = client or _engine()
     if only:
         unknown = sorted(set(only) - {r["task_id"] for r in rows})
         if unknown:

@@ -41,6 +41,8 @@ def statuses_of(app: Path, config: dict) -> dict:
             pristine = HERE / "target_tests" / folder
             if pristine.is_dir():
                 shutil.copytree(pristine, work / folder, symlinks=True)
+            elif pristine.is_file():  # a single test file
+                shutil.copy2(pristine, work / folder)
         return run_tests(work, config["test_dirs"], config.get("command"), config.get("timeout_sec", 1800))
 
 

@@ -7,13 +7,16 @@ runs the same file on the host, so base, target and every round are counted the 
 
 * `--command CMD`: a shell command run in DIR that writes a JUnit XML report to the path in
   `$AHE_JUNIT_XML` (for pytest: `python -m pytest tests --junitxml=$AHE_JUNIT_XML`).
-* otherwise pytest when it can be imported (its JSON report plugin when installed, else its
-  JUnit XML; a module that fails to import costs only its own tests), else `unittest`
-  discovery in each tests folder.
+* otherwise pytest when the project uses it (`detect_pytest`: pytest.ini, conftest.py, a
+  pytest section in pyproject.toml / setup.cfg / tox.ini, a tox command or a test file that
+  imports pytest) and this interpreter has it (its JSON report plugin when installed, else
+  its JUnit XML; a module that fails to import costs only its own tests), else `unittest`
+  discovery in each tests folder. `runner_note` says which and why.
 
-`results.json`: {"runner": ..., "exit_code": ..., "tests": {test_id: passed|failed|error|skipped},
-"messages": {test_id: first lines of the failure}}. `src` and the repository root are put on
-PYTHONPATH, as SWE-CI does.
+`results.json`: {"runner": ..., "runner_note": ..., "exit_code": ..., "tests": {test_id:
+passed|failed|error|skipped}, "messages": {test_id: first lines of the failure}}. Skipped and
+expected-to-fail (xfail) tests are both "skipped": they count neither way. `src` and the
+repository root are put on PYTHONPATH, as SWE-CI does.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +35,44 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 MESSAGE_CHARS = 600
+# pytest's outcomes: an expected failure counts neither way, an unexpected (non-strict) pass passes
+_PYTEST_OUTCOMES = {"passed": "passed", "failed": "failed", "skipped": "skipped", "xfailed": "skipped",
+                    "xpassed": "passed", "error": "error"}
+_PYTEST_SECTIONS = (("pyproject.toml", "[tool.pytest"), ("setup.cfg", "[tool:pytest]"), ("tox.ini", "[pytest]"))
+# a module-level test function (`def test_suite()` is unittest's own convention, not a test)
+_PLAIN_TEST = re.compile(r"^(async )?def test_(?!suite\()\w*\(", re.M)
+_IMPORTS_PYTEST = re.compile(r"^\s*(import pytest|from pytest\b|from _pytest\b)", re.M)
+
+
+def detect_pytest(repo: Path, tests: list[str]) -> str | None:
+    """Why this project's tests are pytest tests (None: plain unittest is enough)."""
+    if (repo / "pytest.ini").is_file():
+        return "it has pytest.ini"
+    for name, marker in _PYTEST_SECTIONS:
+        text = _read(repo / name)
+        if marker in text:
+            return f"{name} has a pytest section"
+    if re.search(r"\b(py\.test|pytest)\b", _read(repo / "tox.ini")):
+        return "tox.ini runs pytest"
+    for folder in [".", *tests]:
+        if (repo / folder / "conftest.py").is_file():
+            return f"it has {(Path(folder) / 'conftest.py').as_posix()}"
+    for folder in tests:
+        found = (repo / folder).rglob("*.py") if (repo / folder).is_dir() else [repo / folder]
+        for path in sorted(p for p in found if p.is_file()):
+            text = _read(path)
+            if _IMPORTS_PYTEST.search(text):
+                return f"{path.relative_to(repo).as_posix()} imports pytest"
+            if path.name.startswith("test") and _PLAIN_TEST.search(text):
+                return f"{path.relative_to(repo).as_posix()} has plain test functions (unittest would miss them)"
+    return None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _env(repo: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -66,7 +108,11 @@ def parse_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def _run_command(repo: Path, command: str, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
-        proc = subprocess.run(["bash", "-c", command], cwd=repo, env=_env(repo, {"AHE_JUNIT_XML": str(report)}),
+        # the interpreter running this file (the task's test environment, when it has one) comes
+        # first on PATH, so `python -m pytest ...` in the command uses it
+        path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+        proc = subprocess.run(["bash", "-c", command], cwd=repo,
+                              env=_env(repo, {"AHE_JUNIT_XML": str(report), "PATH": path}),
                               capture_output=True, text=True, timeout=timeout)
         if not report.is_file():
             raise SystemExit(f"the test command wrote no JUnit XML at $AHE_JUNIT_XML (exit code {proc.returncode}): "
@@ -94,7 +140,7 @@ def _run_pytest(repo: Path, tests: list[str], timeout: float) -> dict:
         statuses, messages = {}, {}
         for t in data.get("tests", []):
             outcome = t.get("outcome", "error")
-            statuses[t["nodeid"]] = outcome if outcome in ("passed", "failed", "skipped") else "error"
+            statuses[t["nodeid"]] = _PYTEST_OUTCOMES.get(outcome, "error")
             for stage in ("setup", "call", "teardown"):
                 if isinstance(t.get(stage), dict) and t[stage].get("longrepr"):
                     messages[t["nodeid"]] = str(t[stage]["longrepr"])[-MESSAGE_CHARS:]
@@ -128,8 +174,8 @@ class _Recorder(unittest.TestResult):
     def addSkip(self, test, reason):  # noqa: N802
         self.statuses[self._id(test)] = "skipped"
 
-    def addExpectedFailure(self, test, err):  # noqa: N802
-        self.statuses[self._id(test)] = "passed"
+    def addExpectedFailure(self, test, err):  # noqa: N802 - an expected failure counts neither way
+        self.statuses[self._id(test)] = "skipped"
 
     def addUnexpectedSuccess(self, test):  # noqa: N802
         self.statuses[self._id(test)] = "failed"
@@ -147,7 +193,9 @@ def _run_unittest(repo: Path, tests: list[str]) -> dict:
     for folder in tests:
         if not (repo / folder).is_dir():
             continue
-        suite = unittest.TestLoader().discover(str(repo / folder), pattern="test*.py", top_level_dir=str(repo))
+        start = repo / folder  # a folder that is no package is its own top level
+        top = repo if (start / "__init__.py").is_file() else start
+        suite = unittest.TestLoader().discover(str(start), pattern="test*.py", top_level_dir=str(top))
         stream = io.StringIO()
         real = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = stream
@@ -164,10 +212,14 @@ def run_tests(repo: Path, tests: list[str], command: str | None = None, timeout:
     """Statuses of every test in `repo` (see the module docstring)."""
     repo = repo.resolve()
     if command:
-        return _run_command(repo, command, timeout)
-    if importlib.util.find_spec("pytest") is not None:
-        return _run_pytest(repo, tests, timeout)
-    return _run_unittest(repo, tests)
+        return {**_run_command(repo, command, timeout), "runner_note": "the task's test command"}
+    why = detect_pytest(repo, tests)
+    if why and importlib.util.find_spec("pytest") is not None:
+        return {**_run_pytest(repo, tests, timeout), "runner_note": f"pytest, because {why}"}
+    note = ("unittest discovery (no sign of pytest in the project)" if not why else
+            f"unittest discovery, although the project uses pytest ({why}): {sys.executable} has no pytest; "
+            "give the task a test environment with pytest")
+    return {**_run_unittest(repo, tests), "runner_note": note}
 
 
 def main(argv: list[str] | None = None) -> int:
