@@ -19,6 +19,7 @@ LAYERS = [
     "ahe.llm",
     "ahe.runtime",
     "ahe.sandbox",
+    "ahe.confine",
     "ahe.testing",
     "ahe.tasks",
     "ahe.rollout",

@@ -95,7 +95,9 @@ SCRATCH = ("stage", "root/tmp", "root/home")
 
 async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     """Run one trial from scratch and write its result.json. Never raises for trial failures."""
-    from ahe.runtime import Session, StopReason
+    from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker
+    from ahe.confine.budget import trial_budget
+    from ahe.runtime import StopReason
     from ahe.tasks import load_task, run_setup, run_verifier
 
     from ahe.rollout.ci_trial import ci_trial_or_none
@@ -108,24 +110,25 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         shutil.rmtree(spec.trial_dir)  # a half-finished trial is re-run from scratch
     spec.trial_dir.mkdir(parents=True)
     result = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, started_at=now_iso())
-    sandbox = None
+    sandbox = worker = None
     try:
         task = load_task(spec.task_dir)
-        agent = ctx.agent(spec.workspace)
         client = ctx.client(spec)
+        # The harness's code runs in a confined worker (DESIGN §11.5), launched first so that its
+        # imports overlap the sandbox's start and the task's setup.
+        worker = await ConfinedWorker.launch(spec.workspace, spec.isolation)
         sandbox = _sandbox_for(spec, task)
         await sandbox.start()
         await run_setup(task, sandbox)
 
         t_agent = time.monotonic()
-        session = Session(
-            agent,
-            client,
-            sandbox=sandbox,
+        sres = await worker.run(ConfinedSessionSpec(
+            instruction=task.instruction,
             trace_dir=spec.trial_dir,
             wall_clock_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
-        )
-        sres = await session.run(task.instruction)
+            budget=trial_budget(spec.workspace),
+        ), client, sandbox)
+        await worker.close()  # nothing the harness started outlives its session
         result.agent_duration_sec = round(time.monotonic() - t_agent, 3)
         result.stop_reason = sres.stop_reason.value
         result.turns, result.tool_calls, result.tool_errors = sres.turns, sres.tool_calls, sres.tool_errors
@@ -160,6 +163,8 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         result.error = f"{type(exc).__name__}: {exc}"
         (spec.trial_dir / "error.txt").write_text(traceback.format_exc())
     finally:
+        if worker is not None:
+            await worker.close()
         await stop_sandbox(sandbox, spec.trial_dir)
     return write_result(spec, result, t0)
 
