@@ -266,6 +266,42 @@ class ConfinedWorker:
             self._dir = None
 
 
+async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto") -> str | None:
+    """None when the harness at `workspace` loads (in a worker, never here); else the loader's error."""
+    worker = await ConfinedWorker.launch(workspace, mode)
+    try:
+        reader, writer = await worker._connection()
+        job = {"workspace": worker._cmd.workspace, "trace_dir": worker._cmd.trace_dir, "check": True}
+        gateway = ModelGateway(_NoClient())
+        out = await worker._serve(reader, writer, job, gateway, None,
+                                  ConfinedSessionSpec(instruction="", trace_dir=Path("."), wall_clock_sec=START_TIMEOUT_SEC))
+    finally:
+        await worker.close()
+    if out.get("loaded"):
+        return None
+    problem = out.get("failure") or "the harness did not load"
+    return problem.replace(worker._cmd.workspace + "/", str(Path(workspace).resolve()) + "/")
+
+
+def check_workspace_loads(workspace: Path, mode: ConfineMode = "auto") -> None:
+    """`load_problem_confined` for synchronous callers: raises ConfigError with the loader's message."""
+    import concurrent.futures
+
+    from ahe.errors import ConfigError
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # works inside and outside an event loop
+        problem = pool.submit(asyncio.run, load_problem_confined(workspace, mode)).result()
+    if problem:
+        raise ConfigError(problem)
+
+
+class _NoClient:
+    role, model = "agent", "none"
+
+    async def complete(self, *a: Any, **k: Any) -> Any:
+        raise InfrastructureError("a load check makes no model call", kind="worker")
+
+
 async def run_confined_session(workspace: Path, spec: ConfinedSessionSpec, client: ModelClient,
                                sandbox: Any = None, *, mode: ConfineMode = "auto",
                                worker: ConfinedWorker | None = None) -> SessionResult:

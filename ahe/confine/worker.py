@@ -54,6 +54,10 @@ async def _main(socket_path: str) -> int:
     trace_dir = Path(job["trace_dir"])
     try:
         agent = load_agent(Path(job["workspace"]))
+        if job.get("check"):  # only: does the harness load? (AHE itself never imports it)
+            await channel.call("done", loaded=True)
+            await channel.close()
+            return 0
         if job.get("min_turns"):
             _raise_turns(agent, int(job["min_turns"]))
         sandbox = SandboxProxy(channel) if job.get("sandbox") else None
@@ -66,7 +70,10 @@ async def _main(socket_path: str) -> int:
         result = await session.run(job["instruction"])
         done = {"result": result.model_dump(mode="json")}
     except Exception as exc:  # the harness does not load, a session cannot start: reported, not raised
-        done = {"failure": f"{type(exc).__name__}: {exc}"[:2000]}
+        from ahe.errors import ConfigError
+
+        text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        done = {"failure": text[:2000], "config_error": isinstance(exc, ConfigError)}
     done["files"] = await asyncio.to_thread(_collect, trace_dir, int(job.get("trace_limit_bytes") or 32 << 20))
     await channel.call("done", **done)
     await channel.close()
