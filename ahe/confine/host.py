@@ -25,7 +25,7 @@ from ahe.confine.gateway import GatewayBudget, ModelGateway
 from ahe.confine.sandbox_ops import serve_sandbox_op
 from ahe.confine.trace_files import write_trace_files
 from ahe.confine.wire import MAX_MESSAGE_BYTES, SOCKET_NAME, encode, error, read_message
-from ahe.errors import InfrastructureError
+from ahe.errors import ConfigError, InfrastructureError
 from ahe.llm.types import ModelClient
 from ahe.runtime.results import SessionResult, StopReason
 from ahe.sandbox import bwrap as bw
@@ -164,7 +164,16 @@ class ConfinedWorker:
             outcome = {"failure": str(exc), "kind": "worker"}
         finally:
             gateway.close()
+        if outcome.get("failure"):
+            outcome["failure"] = self._host_paths(outcome["failure"])
+        if outcome.get("config_error"):  # as in-process: a harness that cannot start a session raises
+            write_trace_files(spec.trace_dir, outcome.get("files") or {})
+            raise ConfigError(outcome["failure"])
         return self._result(outcome, gateway, spec, time.monotonic() - t0)
+
+    def _host_paths(self, text: str) -> str:
+        """The worker's messages name /workspace; the user knows the folder by its host path."""
+        return text.replace(self._cmd.workspace + "/", str(self.workspace.resolve()) + "/")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, job: dict[str, Any],
                      gateway: ModelGateway, sandbox: Any, spec: ConfinedSessionSpec) -> dict[str, Any]:
@@ -279,8 +288,7 @@ async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto") -> 
         await worker.close()
     if out.get("loaded"):
         return None
-    problem = out.get("failure") or "the harness did not load"
-    return problem.replace(worker._cmd.workspace + "/", str(Path(workspace).resolve()) + "/")
+    return worker._host_paths(out.get("failure") or "the harness did not load")
 
 
 def check_workspace_loads(workspace: Path, mode: ConfineMode = "auto") -> None:

@@ -63,11 +63,14 @@ def _env() -> dict[str, str]:
             "PYTHONHASHSEED": "0"}
 
 
-def bwrap_command(bwrap: str, workspace: Path, socket_dir: Path, *, trace_limit: int = TRACE_LIMIT_BYTES,
-                  tmp_limit: int = TMP_LIMIT_BYTES) -> WorkerCommand:
+def jail_argv(bwrap: str, binds: list[tuple[str, str]], *, tmpfs: dict[str, int] | None = None,
+              packages: tuple[str, ...] = ("ahe",), hostname: str = "ahe-worker") -> tuple[list[str], list[str]]:
+    """bwrap's command line up to `--` for a jail that runs AHE's Python code, and the import path
+    to give that Python. `binds` are read-only (host, jail) pairs; `tmpfs` private size-limited
+    folders; `packages` the folders of AHE's checkout made visible (never the whole checkout)."""
     prefixes = list(dict.fromkeys(os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)))
     libs = [p for p in library_paths() if not any(p == x or p.startswith(x + os.sep) for x in prefixes)]
-    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--hostname", "ahe-worker"]
+    argv = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--hostname", hostname]
     if os.geteuid() == 0:  # unprivileged bwrap already drops every capability
         argv += ["--cap-drop", "ALL"]
     for path in _SYSTEM:
@@ -78,13 +81,19 @@ def bwrap_command(bwrap: str, workspace: Path, socket_dir: Path, *, trace_limit:
     argv += ["--dev", "/dev", "--proc", "/proc"]
     for p in prefixes + libs:
         argv += ["--ro-bind", p, p]
-    argv += ["--ro-bind", str(AHE_PACKAGE), f"{JAIL_AHE_ROOT}/ahe",
-             "--ro-bind", str(Path(workspace).resolve()), JAIL_WORKSPACE,
-             "--ro-bind", str(socket_dir), JAIL_SOCKET_DIR,
-             "--size", str(tmp_limit), "--tmpfs", "/tmp",
-             "--size", str(trace_limit), "--tmpfs", JAIL_TRACE,
-             "--remount-ro", "/", "--chdir", "/tmp", "--"]
-    paths = [JAIL_AHE_ROOT] + [p for p in library_paths() if p != str(AHE_PACKAGE.parent)]
+    for pkg in packages:
+        argv += ["--ro-bind", str(AHE_PACKAGE.parent / pkg), f"{JAIL_AHE_ROOT}/{pkg}"]
+    for src, dst in binds:
+        argv += ["--ro-bind", src, dst]
+    for dst, size in ({"/tmp": TMP_LIMIT_BYTES} | (tmpfs or {})).items():
+        argv += ["--size", str(size), "--tmpfs", dst]
+    argv += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
+    return argv, [JAIL_AHE_ROOT] + library_paths()
+
+
+def bwrap_command(bwrap: str, workspace: Path, socket_dir: Path, *, trace_limit: int = TRACE_LIMIT_BYTES) -> WorkerCommand:
+    argv, paths = jail_argv(bwrap, [(str(Path(workspace).resolve()), JAIL_WORKSPACE),
+                                    (str(socket_dir), JAIL_SOCKET_DIR)], tmpfs={JAIL_TRACE: trace_limit})
     sock = f"{JAIL_SOCKET_DIR}/{SOCKET_NAME}"
     argv += [os.path.realpath(sys.executable)] + _boot(paths, sock)
     return WorkerCommand(argv=argv, env=_env(), cwd="/", socket_path=sock, workspace=JAIL_WORKSPACE,
