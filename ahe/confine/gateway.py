@@ -8,7 +8,6 @@ trial's usage and conversation are what the gateway saw, whatever the worker cla
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -45,8 +44,10 @@ class ModelGateway:
         self.calls = self.failed_calls = 0
         self.refusals: list[str] = []
         self._record = open(Path(record_dir) / CONVERSATION_FILE, "a") if record_dir else None
-        self._last: list[Any] = []
-        self._tools_hash: str | None = None
+        self._last: list[Any] = []  # the previous request's messages and tools (requests are deltas)
+        self._tools: Any = None
+        self._recorded: list[Any] = []
+        self._recorded_tools: Any = None
 
     # ---------------------------------------------------------------- budget
     def _over_budget(self) -> str | None:
@@ -67,11 +68,15 @@ class ModelGateway:
     # ---------------------------------------------------------------- serving
     async def complete_request(self, req: dict[str, Any]) -> dict[str, Any]:
         """The wire answer ({"response", "events"} or {"error"}) to one `complete` request."""
-        messages, tools = req.get("messages"), req.get("tools")
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages) or \
-                not (tools is None or isinstance(tools, list)):
+        new, prefix = req.get("messages"), req.get("prefix", 0)
+        tools = req["tools"] if "tools" in req else self._tools
+        if not isinstance(new, list) or not all(isinstance(m, dict) for m in new) or \
+                not (tools is None or isinstance(tools, list)) or not isinstance(prefix, int) or \
+                not 0 <= prefix <= len(self._last):
             self.refuse("a complete request without a list of messages")
-            return {"error": error("value", "complete needs messages: a list of objects, tools: a list or null")}
+            return {"error": error("value", "complete needs messages: a list of objects, prefix: how many of the "
+                                            "previous request's messages it repeats, tools: a list or null")}
+        messages = self._last[:prefix] + new
         try:
             settings = LLMSettings.model_validate(req["settings"]) if req.get("settings") else None
         except ValidationError as exc:
@@ -81,6 +86,7 @@ class ModelGateway:
         if over:
             self.refuse(over)
             return {"error": error("infra", over, kind="budget")}
+        self._last, self._tools = messages, tools
         events: list[tuple[str, dict[str, Any]]] = []
         t0 = time.monotonic()
         self.calls += 1
@@ -104,19 +110,24 @@ class ModelGateway:
                     err: str | None, t0: float) -> None:
         """One line per call: the messages new since the previous call (`prefix` = how many of
         the previous call's messages it repeats), the tools when they changed, the answer."""
-        prefix = 0
-        for old, new in zip(self._last, messages):
-            if old != new:
-                break
-            prefix += 1
-        self._last = messages
+        prefix = self._recorded_prefix(messages)
+        self._recorded = messages
         row: dict[str, Any] = {"call": self.calls, "prefix": prefix, "messages": messages[prefix:]}
-        th = hashlib.sha256(json.dumps(tools, sort_keys=True).encode()).hexdigest()[:16]
-        if th != self._tools_hash:
-            row["tools"], self._tools_hash = tools, th
+        if tools is not self._recorded_tools:
+            row["tools"] = self._recorded_tools = tools
         row["latency_sec"] = round(time.monotonic() - t0, 4)
         row["response" if err is None else "error"] = response if err is None else err
         self._write(row)
+
+    def _recorded_prefix(self, messages: list[Any]) -> int:
+        """How many leading messages the previous recorded call shares (same objects when the
+        worker sent a delta, so this is mostly pointer comparisons)."""
+        prefix = 0
+        for old, new in zip(self._recorded, messages):
+            if old is not new and old != new:
+                break
+            prefix += 1
+        return prefix
 
     def _write(self, row: dict[str, Any]) -> None:
         if self._record is not None:

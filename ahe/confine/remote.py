@@ -101,12 +101,29 @@ class GatewayClient:
 
     def __init__(self, channel: Channel, role: str, model: str) -> None:
         self.channel, self.role, self.model = channel, role, model
+        self._sent: list[dict[str, Any]] = []  # the messages of the previous request
+        self._tools: Any = None
 
     async def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
                        settings: LLMSettings | None = None,
                        on_event: Callable[[str, dict[str, Any]], None] | None = None) -> ModelResponse:
-        msg = await self.channel.call("complete", messages=messages, tools=tools,
-                                      settings=settings.model_dump() if settings else None)
+        # Only what is new since the previous request crosses the socket: `prefix` messages are
+        # the previous request's (compared by identity first: the session appends to one list).
+        prefix = 0
+        for old, new in zip(self._sent, messages):
+            if old is not new and old != new:
+                break
+            prefix += 1
+        fields: dict[str, Any] = {"prefix": prefix, "messages": messages[prefix:],
+                                  "settings": settings.model_dump() if settings else None}
+        if tools is not self._tools and tools != self._tools:
+            fields["tools"] = tools
+        self._sent, self._tools = list(messages), tools
+        try:
+            msg = await self.channel.call("complete", **fields)
+        except BaseException:
+            self._sent, self._tools = [], None  # resend everything next time
+            raise
         if on_event is not None:
             for kind, data in msg.get("events") or ():
                 on_event(kind, data)
