@@ -165,6 +165,8 @@ async def run_rollouts(
     finally:
         if owned and hasattr(executor, "close"):
             executor.close()
+        if owned and getattr(executor, "ctx", None) is not None:
+            await executor.ctx.aclose()  # its spare confined workers and connection pools
         summary = summarize(list(results.values()), k=cfg.k, expected=plan.expected)
         summary.wall_sec = round(time.monotonic() - t0, 3)
         atomic_write_json(out / "results.json", json.loads(summary.model_dump_json()))

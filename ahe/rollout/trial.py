@@ -38,6 +38,14 @@ class TrialContext:
     env: Mapping[str, str] | None = None
     _agents: dict[tuple[str, str], Any] = field(default_factory=dict)
     _clients: dict[str, ModelClient] = field(default_factory=dict)
+    _workers: Any = None  # ahe.confine.pool.WorkerPool: spare confined workers, made on first use
+
+    def workers(self) -> Any:
+        if self._workers is None:
+            from ahe.confine.pool import WorkerPool
+
+            self._workers = WorkerPool()
+        return self._workers
 
     def agent(self, workspace: Path) -> Any:
         from ahe.runtime import load_agent
@@ -59,7 +67,11 @@ class TrialContext:
 
     async def aclose(self) -> None:
         """Close the clients' connection pools on the loop that opened them (else they are closed
-        by the garbage collector on a loop that is gone: "Event loop is closed")."""
+        by the garbage collector on a loop that is gone: "Event loop is closed"); kill the spare
+        confined workers."""
+        if self._workers is not None:
+            await self._workers.aclose()
+            self._workers = None
         for client in self._clients.values():
             close = getattr(client, "aclose", None)
             if close is not None:
@@ -95,7 +107,7 @@ SCRATCH = ("stage", "root/tmp", "root/home")
 
 async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     """Run one trial from scratch and write its result.json. Never raises for trial failures."""
-    from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker
+    from ahe.confine.host import ConfinedSessionSpec
     from ahe.confine.budget import trial_budget
     from ahe.runtime import StopReason
     from ahe.tasks import load_task, run_setup, run_verifier
@@ -116,7 +128,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         client = ctx.client(spec)
         # The harness's code runs in a confined worker (DESIGN §11.5), launched first so that its
         # imports overlap the sandbox's start and the task's setup.
-        worker = await ConfinedWorker.launch(spec.workspace, spec.isolation)
+        worker = await ctx.workers().acquire(spec.workspace, spec.isolation)
         sandbox = _sandbox_for(spec, task)
         await sandbox.start()
         await run_setup(task, sandbox)
