@@ -11,8 +11,9 @@ each run (a) in-process — `Session` in the benchmark's own process, as before 
 (b) confined — the session in a bwrap worker, its model calls through the gateway and its
 sandbox calls over the worker's socket. Per step, overhead = the interval between two model
 requests seen by the mock server minus the raw HTTP round trip of the same request (as in
-bench_overhead.py). Session start = from creating the session (in-process) or launching the
-worker (confined, cold: nothing overlaps it) to the mock's arrival of the first request.
+bench_overhead.py). Session start = from creating the session (in-process) or taking a spare
+worker (confined: as a trial does, ahe/confine/pool.py) to the mock's arrival of the first
+request; cold start = the same for the warm-up session, whose worker is launched on the spot.
 
 Concurrency (1 s mock latency, 20 calls per session, so the ideal wall time is 20 s): M
 sessions at once on one event loop, in-process and confined. The confined workers are launched
@@ -80,16 +81,30 @@ def overhead_worker(url: str, mode: str, tool: str) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"ahe-bench-confine-{os.getpid()}-"))
 
     async def main() -> dict[str, Any]:
+        from ahe.confine.pool import WorkerPool
+
         sandbox = await _sandbox(tool, tmp)
+        pool = WorkerPool(spares=1)
+        pool.expect(1)
         try:
+            tw = time.monotonic()  # the warm-up session: a cold start (nothing launched before)
             await _session(mode, tool, client, sandbox, tmp / "warmup", "WARMUP session: call your tool a few times, then stop.")
+            worker = None
+            if mode == "confined":  # the measured session takes a spare, as a trial does
+                await (await pool.acquire(_workspace(tool), "bwrap")).close()  # launches the spare; this one is not used
+                while not pool._idle.get(next(iter(pool._idle), None)):
+                    await asyncio.sleep(0.01)
+                await pool._idle[next(iter(pool._idle))][0]._connection()  # the spare is past its imports
             t0 = time.monotonic()
-            res = await _session(mode, tool, client, sandbox, tmp / "trace", INSTRUCTION)
+            if mode == "confined":
+                worker = await pool.acquire(_workspace(tool), "bwrap")
+            res = await _session(mode, tool, client, sandbox, tmp / "trace", INSTRUCTION, worker=worker)
             t1 = time.monotonic()
         finally:
+            await pool.aclose()
             if sandbox is not None:
                 await sandbox.stop()
-        return {"ok": res.stop_reason.value == "no_tool_call", "t0": t0, "t1": t1,
+        return {"ok": res.stop_reason.value == "no_tool_call", "t0": t0, "t1": t1, "t_warmup": tw,
                 "info": f"{res.stop_reason.value} {res.detail or ''} turns={res.turns}"}
 
     try:
@@ -189,12 +204,14 @@ def run_overhead(calls: int, repeat: int) -> dict[str, Any]:
                     print(f"{mode} {tool}: {an['error']}", file=sys.stderr)
                     continue
                 first = next(s["arrival"] for s in session_steps(dump) if not s["warmup"])
+                first_cold = next(s["arrival"] for s in session_steps(dump) if s["warmup"])
                 row = out[f"{mode}|{tool}"]
                 row["overhead"].append(median(an["overhead"]))
                 row["start"].append(first - res["t0"])
+                row.setdefault("cold_start", []).append(first_cold - res["t_warmup"])
                 row["load"].append(load)
                 print(f"  run {r + 1}/{repeat} {mode:<8} {tool:<5} overhead/step {ms(median(an['overhead']))} "
-                      f"start {ms(first - res['t0'])} (load {load:.1f})", flush=True)
+                      f"start {ms(first - res['t0'])} cold {ms(first_cold - res['t_warmup'])} (load {load:.1f})", flush=True)
     return out
 
 
@@ -238,9 +255,11 @@ def main() -> None:
     if args.repeat > 0:
         data["overhead"] = ov = run_overhead(args.calls, args.repeat)
         rows = [[k.replace("|", " "), ms(median(v["overhead"])) if v["overhead"] else "-",
-                 ms(median(v["start"])) if v["start"] else "-", f"{median(v['load']):.1f}" if v["load"] else "-"]
+                 ms(median(v["start"])) if v["start"] else "-",
+                 ms(median(v["cold_start"])) if v.get("cold_start") else "-", f"{median(v['load']):.1f}" if v["load"] else "-"]
                 for k, v in ov.items()]
-        print(table(["configuration", "overhead/step", "session start", "load"], rows, "per step and session start"))
+        print(table(["configuration", "overhead/step ms", "session start ms", "cold start ms", "load"], rows,
+                    "per step and session start (confined: start = from a spare worker, cold = nothing launched before)"))
     levels = [int(x) for x in args.sessions.split(",") if int(x) > 0]
     if levels:
         data["concurrency"] = cc = run_concurrency(levels, 20, args.latency)

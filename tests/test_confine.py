@@ -147,3 +147,28 @@ async def test_the_gateway_rebuilds_deltas_and_records_each_call(tmp_path, mock_
     assert "response" in a and "response" in b and bad["error"]["type"] == "value"
     calls = read_conversation(tmp_path / "conversation.jsonl")
     assert [len(c["messages"]) for c in calls] == [2, 4] and gw.calls == 2 and gw.refusals
+
+
+async def test_spare_workers_are_launched_only_for_announced_trials_and_killed_at_close(tmp_path, mock_llm):
+    import asyncio
+
+    from ahe.confine.pool import WorkerPool
+
+    pool = WorkerPool(spares=2)
+    first = await pool.acquire(NOOP, "bwrap")
+    assert not pool._filling.get(next(iter(pool._idle))) and not any(pool._idle.values())  # nothing announced
+    pool.expect(1)
+    second = await pool.acquire(NOOP, "bwrap")
+    for _ in range(600):
+        if any(pool._idle.values()):
+            break
+        await asyncio.sleep(0.05)
+    spare = next(w for ws in pool._idle.values() for w in ws)
+    third = await pool.acquire(NOOP, "bwrap")
+    assert third is spare and not any(pool._idle.values())  # one spare for the one announced trial
+    res = await third.run(ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"), mock_llm(_steps(2)).client())
+    assert res.stop_reason == StopReason.no_tool_call
+    for w in (first, second, third):
+        await w.close()
+        assert w.proc.returncode is not None
+    await pool.aclose()

@@ -3,7 +3,8 @@
 Nothing in a worker's jail is specific to a trial but its socket, and the worker reads its job
 (and loads the harness) only when a trial hands it one; so each executor keeps `spares`
 launched workers per (workspace, mode), refilled in the background as trials take them. A
-spare whose workspace folder was replaced since its launch (another inode) is not used.
+spare whose workspace folder was replaced since its launch (another inode) is not used, and no
+spare is launched beyond the trials an executor has announced (`expect`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ class WorkerPool:
         self._idle: dict[tuple[str, str, int], list[ConfinedWorker]] = {}
         self._filling: dict[tuple[str, str, int], set[asyncio.Task]] = {}
         self._closed = False
+        self._expected = 0  # trials announced but not yet started: no spare is launched beyond them
+
+    def expect(self, trials: int) -> None:
+        """`trials` more sessions will start later (an executor's queue beyond its concurrency):
+        up to `spares` of them at a time get a worker launched ahead."""
+        self._expected += max(0, trials)
 
     async def acquire(self, workspace: Path, mode: ConfineMode = "auto") -> ConfinedWorker:
         """A launched worker for `workspace`: a spare when one is alive, else a new one."""
@@ -51,7 +58,9 @@ class WorkerPool:
         if self._closed:
             return
         pending = self._filling.setdefault(key, set())
-        for _ in range(self.spares - len(self._idle[key]) - len(pending)):
+        wanted = min(self.spares - len(self._idle[key]) - len(pending), self._expected)
+        for _ in range(max(0, wanted)):
+            self._expected -= 1  # each spare is for one announced trial
             task = asyncio.ensure_future(self._launch(key, workspace, mode))
             pending.add(task)
             task.add_done_callback(pending.discard)

@@ -48,6 +48,8 @@ class AsyncioExecutor:
 
     async def run(self, specs: Sequence[TrialSpec], *, on_event: OnEvent | None = None) -> list[TrialResult | None]:
         sem = asyncio.Semaphore(self.concurrency)
+        # trials beyond the first `concurrency` start later: their confined workers can be launched ahead
+        self.ctx.workers().expect(max(0, len(specs) - self.concurrency))
 
         async def one(spec: TrialSpec) -> TrialResult | None:
             async with sem:
