@@ -36,6 +36,7 @@ ConfineMode = Literal["auto", "bwrap", "none"]
 GRACE_SEC = 30.0  # past the wall clock, the host stops waiting for the worker's own report
 START_TIMEOUT_SEC = 60.0
 SANDBOX_OPS = frozenset({"exec", "read_file", "write_file", "upload", "download"})
+HOST_ONLY_JOB_FIELDS = ("host_trace_dir",)  # kept from the worker: it has no business knowing host paths
 _NOT_CONFINED = ("the harness's code runs in a plain child process, NOT confined (it sees this "
                  "machine's files and network; it still holds no key)")
 _warned: set[str] = set()
@@ -155,7 +156,8 @@ class ConfinedWorker:
                "wall_clock_sec": spec.wall_clock_sec, "working_directory": spec.working_directory,
                "prompt_variables": spec.prompt_variables, "session_id": spec.session_id, "state": spec.state,
                "min_turns": spec.min_turns, "sandbox": sandbox is not None, "role": getattr(client, "role", "agent"),
-               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES}
+               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES,
+               "host_trace_dir": str(spec.trace_dir)}
         t0 = time.monotonic()
         try:
             reader, writer = await self._connection()
@@ -228,14 +230,18 @@ class ConfinedWorker:
                 return {"error": error("refused", "this session has no sandbox")}
             return await serve_sandbox_op(sandbox, op, msg)
         if op == "hello":
-            return {"job": job}
+            return {"job": {k: v for k, v in job.items() if k not in HOST_ONLY_JOB_FIELDS}}
+        if op == "trace":  # the trace so far, written as the final one is (trace_files.py)
+            for name in write_trace_files(Path(job["host_trace_dir"]), msg.get("files") or {}):
+                gateway.refuse(f"trace file {name[:80]!r} is not one a session writes; dropped")
+            return {}
         if op == "done":
             if not done.done():
                 done.set_result(msg)
             return {}
         gateway.refuse(f"unknown operation {str(op)[:40]!r}")
         return {"error": error("refused", f"the gateway has no operation {str(op)[:40]!r}; it answers "
-                                          "complete, exec, read_file, write_file, upload, download")}
+                                          "complete, exec, read_file, write_file, upload, download, trace")}
 
     def _result(self, outcome: dict[str, Any], gateway: ModelGateway, spec: ConfinedSessionSpec,
                 seconds: float) -> SessionResult:

@@ -23,13 +23,15 @@ from ahe.runtime import Session, load_agent  # imported before the job: overlaps
 MAX_TRACE_FILES = 2000
 
 
-def _collect(trace_dir: Path, limit_bytes: int) -> dict[str, str]:
+def _collect(trace_dir: Path, limit_bytes: int, only: set[str] | None = None) -> dict[str, str]:
     """Regular files under the trace folder (no links, no devices), base64, up to limit_bytes."""
     out, total = {}, 0
     for root, dirs, files in os.walk(trace_dir, followlinks=False):
         for name in sorted(files):
             path = Path(root) / name
             if not path.is_file() or path.is_symlink():
+                continue
+            if only is not None and str(path.relative_to(trace_dir)) not in only:
                 continue
             data = path.read_bytes()
             total += len(data)
@@ -46,6 +48,33 @@ def _raise_turns(agent: Any, turns: int, depth: int = 0) -> None:
     if depth < 3:
         for sub in agent.sub_agents:
             _raise_turns(agent.sub_agent(sub), turns, depth + 1)
+
+
+SYNC_SEC = 1.0  # how often the trace written so far is handed to the host (live view; kept on a kill)
+
+
+async def _sync_traces(channel: Channel, trace_dir: Path, limit: int) -> None:
+    """Every SYNC_SEC, hand the host the trace files that changed (a trial can be watched live,
+    and a worker killed at its wall clock still leaves its trace up to the last second)."""
+    seen: dict[str, tuple[int, int]] = {}
+    while True:
+        await asyncio.sleep(SYNC_SEC)
+        changed = {}
+        for root, _, files in os.walk(trace_dir):
+            for name in files:
+                path = Path(root) / name
+                try:
+                    st = path.lstat()
+                except OSError:
+                    continue
+                rel = str(path.relative_to(trace_dir))
+                if seen.get(rel) != (st.st_mtime_ns, st.st_size):
+                    seen[rel] = (st.st_mtime_ns, st.st_size)
+                    changed[rel] = path
+        if changed:
+            files = await asyncio.to_thread(_collect, trace_dir, limit, set(changed))
+            if files:
+                await channel.call("trace", files=files)
 
 
 async def _main(socket_path: str) -> int:
@@ -67,7 +96,12 @@ async def _main(socket_path: str) -> int:
                           working_directory=job.get("working_directory") or "/app",
                           prompt_variables=job.get("prompt_variables") or {},
                           session_id=job.get("session_id"), state=job.get("state") or {})
-        result = await session.run(job["instruction"])
+        limit = int(job.get("trace_limit_bytes") or 32 << 20)
+        syncing = asyncio.ensure_future(_sync_traces(channel, trace_dir, limit))
+        try:
+            result = await session.run(job["instruction"])
+        finally:
+            syncing.cancel()
         done = {"result": result.model_dump(mode="json")}
     except Exception as exc:  # the harness does not load, a session cannot start: reported, not raised
         from ahe.errors import ConfigError
