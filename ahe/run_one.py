@@ -29,11 +29,10 @@ def run_one(
     verify: bool,
 ) -> dict:
     from ahe.llm import make_client
-    from ahe.runtime import Session, load_agent
+    from ahe.confine.host import ConfinedSessionSpec, check_workspace_loads, run_confined_session
     from ahe.sandbox.local import LocalSandbox
 
     console = Console(stderr=True, soft_wrap=True)  # whole lines in a log file
-    agent = load_agent(workspace)
     task = None
     if task_dir is not None:
         from ahe.tasks import load_task
@@ -48,6 +47,7 @@ def run_one(
         raise AheError(f"--task {task_dir}: needs a Docker image; `ahe run` uses the local sandbox (try `ahe eval --sandbox docker`)")
     if isolation not in ("auto", "bwrap", "none"):
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
+    check_workspace_loads(workspace, isolation)  # type: ignore[arg-type]  # a broken harness fails first
     out = out or Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     if task is None:
@@ -69,8 +69,10 @@ def run_one(
                 from ahe.tasks import run_setup
 
                 await run_setup(task, sandbox)
-            session = Session(agent, client, sandbox=sandbox, trace_dir=out, wall_clock_sec=timeout)
-            result = await session.run(instruction or "")
+            # the harness's code runs in a confined worker, as in every rollout (docs/confinement.md)
+            result = await run_confined_session(workspace, ConfinedSessionSpec(
+                instruction=instruction or "", trace_dir=out, wall_clock_sec=timeout), client, sandbox,
+                mode=isolation)  # type: ignore[arg-type]
             summary = json.loads(result.model_dump_json())
             if task is not None and verify:
                 from ahe.tasks import run_verifier

@@ -283,6 +283,9 @@ class ConfinedWorker:
 
 async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto") -> str | None:
     """None when the harness at `workspace` loads (in a worker, never here); else the loader's error."""
+    root = Path(workspace).resolve()
+    if not (root / "agent.yaml").is_file():  # as load_agent says it; no jail can bind a missing folder
+        return f"{root / 'agent.yaml'}: not found — is {root} a harness workspace (a folder with agent.yaml)?"
     worker = await ConfinedWorker.launch(workspace, mode)
     try:
         reader, writer = await worker._connection()
