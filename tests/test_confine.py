@@ -172,3 +172,15 @@ async def test_spare_workers_are_launched_only_for_announced_trials_and_killed_a
         await w.close()
         assert w.proc.returncode is not None
     await pool.aclose()
+
+
+async def test_without_a_jail_the_worker_still_holds_no_key(tmp_path, mock_llm, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-a-worker")
+    ws = _with_middleware(tmp_path, "    def before_session(self, s):\n        import os\n"
+                                    "        s.note('env', keys=sorted(os.environ), key=os.environ.get('OPENAI_API_KEY'))\n")
+    with pytest.warns(RuntimeWarning, match="NOT confined"):
+        res = await run_confined_session(ws, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                         mock_llm(_steps(2)).client(), mode="none")
+    assert res.stop_reason == StopReason.no_tool_call and res.usage.prompt_tokens > 0
+    note = next(json.loads(x) for x in (tmp_path / "t" / "events.jsonl").read_text().splitlines() if '"env"' in x)
+    assert note["key"] is None and set(note["keys"]) <= {"PATH", "LANG", "USER", "HOME", "TMPDIR", "PYTHONHASHSEED", "LC_CTYPE"}
