@@ -24,6 +24,7 @@ import yaml
 
 from tests.adversarial.record import Tally
 from tests.conftest import REPO, SEED, write_files
+from tests.ray_support import ray_cluster  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.bwrap
 ATTACK = REPO / "tests" / "fixtures" / "attack_middleware" / "attack.py"
@@ -62,6 +63,14 @@ def _attack_workspace(dest: Path, **params) -> Path:
 
 
 def test_harness_code_attacks_are_refused_under_ahe_eval(tmp_path):
+    _attack_under_eval(tmp_path, [], "local")
+
+
+def test_harness_code_attacks_are_refused_on_ray(tmp_path, ray_cluster):
+    _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address], "Ray")
+
+
+def _attack_under_eval(tmp_path: Path, extra: list[str], where: str) -> None:
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-left-behind-{tag}"
@@ -87,8 +96,8 @@ def test_harness_code_attacks_are_refused_under_ahe_eval(tmp_path):
     before = _tree_hash(tasks)
     env = {**os.environ, "OPENAI_API_KEY": secret, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(ws), "--tasks", str(tasks),
-                           "-k", "1", "--out", str(out), "--mock-policy", str(policy), "--isolation", "bwrap", "--json"],
-                          capture_output=True, text=True, env=env, timeout=600)
+                           "-k", "1", "--out", str(out), "--mock-policy", str(policy), "--isolation", "bwrap", "--json",
+                           *extra], capture_output=True, text=True, env={**env, "RAY_ADDRESS": ""}, timeout=600)
     try:
         listener.accept()
         connected = True
@@ -112,7 +121,7 @@ def test_harness_code_attacks_are_refused_under_ahe_eval(tmp_path):
                 notes.setdefault(ev["name"], []).append(ev)
     run_files = [p for p in out.rglob("*") if p.is_file()]
 
-    tally = Tally("harness code")
+    tally = Tally("harness code" if where == "local" else f"harness code ({where})")
     assert len(notes) == 10, f"the attack middleware did not run in every trial: {sorted(notes)}"
     for name, evs in notes.items():
         if name in ("leave a process behind", "signal AHE and a host process", "open a network connection"):
