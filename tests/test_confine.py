@@ -184,3 +184,16 @@ async def test_without_a_jail_the_worker_still_holds_no_key(tmp_path, mock_llm, 
     assert res.stop_reason == StopReason.no_tool_call and res.usage.prompt_tokens > 0
     note = next(json.loads(x) for x in (tmp_path / "t" / "events.jsonl").read_text().splitlines() if '"env"' in x)
     assert note["key"] is None and set(note["keys"]) <= {"PATH", "LANG", "USER", "HOME", "TMPDIR", "PYTHONHASHSEED", "LC_CTYPE"}
+
+
+def test_the_trace_a_worker_hands_back_is_capped_in_total(tmp_path):
+    import base64
+
+    from ahe.confine.trace_files import TraceSink
+
+    sink = TraceSink(tmp_path, 3100)
+    blob = base64.b64encode(b"x" * 1000).decode()
+    refused = [sink.write({f"sub_agents/{i:02d}-s/trajectory.json": blob}) for i in range(5)]
+    assert [bool(r) for r in refused] == [False, False, False, True, True]
+    assert sink.write({"sub_agents/00-s/trajectory.json": blob}) == []  # rewriting a file does not add up
+    assert sum(p.stat().st_size for p in tmp_path.rglob("*.json")) == 3000

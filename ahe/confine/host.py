@@ -23,7 +23,7 @@ from typing import Any, Literal
 from ahe.confine import jail
 from ahe.confine.gateway import GatewayBudget, ModelGateway
 from ahe.confine.sandbox_ops import serve_sandbox_op
-from ahe.confine.trace_files import write_trace_files
+from ahe.confine.trace_files import TraceSink
 from ahe.confine.wire import MAX_MESSAGE_BYTES, SOCKET_NAME, encode, error, read_message
 from ahe.errors import ConfigError, InfrastructureError
 from ahe.llm.types import ModelClient
@@ -36,7 +36,6 @@ ConfineMode = Literal["auto", "bwrap", "none"]
 GRACE_SEC = 30.0  # past the wall clock, the host stops waiting for the worker's own report
 START_TIMEOUT_SEC = 60.0
 SANDBOX_OPS = frozenset({"exec", "read_file", "write_file", "upload", "download"})
-HOST_ONLY_JOB_FIELDS = ("host_trace_dir",)  # kept from the worker: it has no business knowing host paths
 _NOT_CONFINED = ("the harness's code runs in a plain child process, NOT confined (it sees this "
                  "machine's files and network; it still holds no key)")
 _warned: set[str] = set()
@@ -78,6 +77,7 @@ class ConfinedWorker:
         self._conn: asyncio.Future | None = None
         self._cmd: jail.WorkerCommand | None = None
         self._stderr = b""
+        self._sink: TraceSink | None = None
 
     @classmethod
     async def launch(cls, workspace: Path, mode: ConfineMode = "auto") -> "ConfinedWorker":
@@ -156,22 +156,29 @@ class ConfinedWorker:
                "wall_clock_sec": spec.wall_clock_sec, "working_directory": spec.working_directory,
                "prompt_variables": spec.prompt_variables, "session_id": spec.session_id, "state": spec.state,
                "min_turns": spec.min_turns, "sandbox": sandbox is not None, "role": getattr(client, "role", "agent"),
-               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES,
-               "host_trace_dir": str(spec.trace_dir)}
+               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES}
         t0 = time.monotonic()
+        self._sink = TraceSink(spec.trace_dir, 2 * jail.TRACE_LIMIT_BYTES)
         try:
-            reader, writer = await self._connection()
-            outcome = await self._serve(reader, writer, job, gateway, sandbox, spec)
-        except WorkerError as exc:
-            outcome = {"failure": str(exc), "kind": "worker"}
+            try:
+                reader, writer = await self._connection()
+                outcome = await self._serve(reader, writer, job, gateway, sandbox, spec)
+            except WorkerError as exc:
+                outcome = {"failure": str(exc), "kind": "worker"}
+            if isinstance(outcome.get("failure"), str):
+                outcome["failure"] = self._host_paths(outcome["failure"])
+            if outcome.get("config_error"):  # as in-process: a harness that cannot start a session raises
+                self._keep_files(outcome, gateway)
+                raise ConfigError(str(outcome["failure"]))
+            return self._result(outcome, gateway, spec, time.monotonic() - t0)
         finally:
             gateway.close()
-        if outcome.get("failure"):
-            outcome["failure"] = self._host_paths(outcome["failure"])
-        if outcome.get("config_error"):  # as in-process: a harness that cannot start a session raises
-            write_trace_files(spec.trace_dir, outcome.get("files") or {})
-            raise ConfigError(outcome["failure"])
-        return self._result(outcome, gateway, spec, time.monotonic() - t0)
+
+    def _keep_files(self, outcome: dict[str, Any], gateway: ModelGateway) -> None:
+        if self._sink is None:  # a load check keeps no trace
+            return
+        for name in self._sink.write(outcome.get("files") or {}):
+            gateway.refuse(f"trace file {name[:120]!r} is not one a session writes, or too much; dropped")
 
     def _host_paths(self, text: str) -> str:
         """The worker's messages name /workspace; the user knows the folder by its host path."""
@@ -230,10 +237,9 @@ class ConfinedWorker:
                 return {"error": error("refused", "this session has no sandbox")}
             return await serve_sandbox_op(sandbox, op, msg)
         if op == "hello":
-            return {"job": {k: v for k, v in job.items() if k not in HOST_ONLY_JOB_FIELDS}}
+            return {"job": job}
         if op == "trace":  # the trace so far, written as the final one is (trace_files.py)
-            for name in write_trace_files(Path(job["host_trace_dir"]), msg.get("files") or {}):
-                gateway.refuse(f"trace file {name[:80]!r} is not one a session writes; dropped")
+            self._keep_files(msg, gateway)
             return {}
         if op == "done":
             if not done.done():
@@ -245,12 +251,14 @@ class ConfinedWorker:
 
     def _result(self, outcome: dict[str, Any], gateway: ModelGateway, spec: ConfinedSessionSpec,
                 seconds: float) -> SessionResult:
-        skipped = write_trace_files(spec.trace_dir, outcome.get("files") or {})
-        for name in skipped:
-            gateway.refuse(f"trace file {name[:80]!r} is not one a session writes; dropped")
+        self._keep_files(outcome, gateway)
+        res = None
         if outcome.get("result"):
-            res = SessionResult.model_validate(outcome["result"])
-        else:
+            try:
+                res = SessionResult.model_validate(outcome["result"])
+            except ValueError:
+                outcome = {"failure": "the worker reported a result that is not a SessionResult", "kind": "worker"}
+        if res is None:
             stop = StopReason.wall_clock if outcome.get("kind") == "wall_clock" else StopReason.infra_error
             res = SessionResult(session_id=spec.session_id or "confined", agent="?", stop_reason=stop,
                                 detail=outcome.get("failure") or "the worker ended without a result",

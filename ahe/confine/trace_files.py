@@ -16,6 +16,31 @@ from pathlib import Path
 _ALLOWED = re.compile(r"(?:sub_agents/\d{2,3}-[A-Za-z0-9_.-]{1,80}/)*(?:trajectory\.json|events\.jsonl)")
 
 
+class TraceSink:
+    """The trace files of one session on the host, with a cap on their total size (a worker that
+    sends ever new `sub_agents/...` files must not fill the host's disk)."""
+
+    def __init__(self, trace_dir: Path, limit_bytes: int) -> None:
+        self.trace_dir, self.limit = Path(trace_dir), limit_bytes
+        self._sizes: dict[str, int] = {}
+
+    def write(self, files: dict[str, str]) -> list[str]:
+        """Write what is allowed and fits; return the names refused."""
+        fits, refused = {}, []
+        for name, data in files.items() if isinstance(files, dict) else ():
+            size = len(data) * 3 // 4 if isinstance(data, str) else 0
+            others = sum(v for k, v in self._sizes.items() if k != name)
+            if others + size > self.limit:
+                refused.append(f"{name} (over the session's {self.limit >> 20} MB of trace)")
+                continue
+            fits[name] = data
+        refused += write_trace_files(self.trace_dir, fits)
+        for name, data in fits.items():
+            if name not in refused:
+                self._sizes[name] = len(data) * 3 // 4
+        return refused
+
+
 def write_trace_files(trace_dir: Path, files: dict[str, str]) -> list[str]:
     """Write the allowed files; return the names refused."""
     refused = []
