@@ -30,13 +30,13 @@ RESULT_FILE = "result.json"
 
 @dataclass
 class TrialContext:
-    """Per-process caches shared by the trials an executor runs: agents, clients, usage."""
+    """Per-process caches shared by the trials an executor runs: clients, usage, spare confined
+    workers. The harness itself is never loaded here: each trial's worker loads it."""
 
     ledger: UsageLedger = field(default_factory=UsageLedger)
     # Where model clients read base URL, model and key; None = os.environ. A Ray worker passes
     # the keys it was handed in memory, so they never enter its process environment.
     env: Mapping[str, str] | None = None
-    _agents: dict[tuple[str, str], Any] = field(default_factory=dict)
     _clients: dict[str, ModelClient] = field(default_factory=dict)
     _workers: Any = None  # ahe.confine.pool.WorkerPool: spare confined workers, made on first use
 
@@ -46,15 +46,6 @@ class TrialContext:
 
             self._workers = WorkerPool()
         return self._workers
-
-    def agent(self, workspace: Path) -> Any:
-        from ahe.runtime import load_agent
-        from ahe.runtime.imports import code_hash
-
-        key = (str(workspace), code_hash(workspace))
-        if key not in self._agents:
-            self._agents[key] = load_agent(workspace)
-        return self._agents[key]
 
     def client(self, spec: TrialSpec) -> ModelClient:
         key = spec.agent_role.model_dump_json()
