@@ -14,6 +14,9 @@ requests seen by the mock server minus the raw HTTP round trip of the same reque
 bench_overhead.py). Session start = from creating the session (in-process) or taking a spare
 worker (confined: as a trial does, ahe/confine/pool.py) to the mock's arrival of the first
 request; cold start = the same for the warm-up session, whose worker is launched on the spot.
+CPU/step = the CPU time of the benchmark process and of its children (the worker's jail, waited
+for when it closes) over the measured session, per model call: less sensitive to other load
+than the wall-clock overhead.
 
 Concurrency (1 s mock latency, 20 calls per session, so the ideal wall time is 20 s): M
 sessions at once on one event loop, in-process and confined. The confined workers are launched
@@ -72,6 +75,14 @@ async def _session(mode: str, tool: str, client: Any, sandbox: Any, trace: Path,
         await worker.close()
 
 
+def _rusage_cpu() -> float:
+    """User+system CPU of this process and its waited-for children (microsecond resolution)."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 # =========================================================================== overhead worker
 def overhead_worker(url: str, mode: str, tool: str) -> dict[str, Any]:
     from ahe.llm import make_client
@@ -95,16 +106,18 @@ def overhead_worker(url: str, mode: str, tool: str) -> dict[str, Any]:
                 while not pool._idle.get(next(iter(pool._idle), None)):
                     await asyncio.sleep(0.01)
                 await pool._idle[next(iter(pool._idle))][0]._connection()  # the spare is past its imports
-            t0 = time.monotonic()
+            c0, t0 = _rusage_cpu(), time.monotonic()
             if mode == "confined":
                 worker = await pool.acquire(_workspace(tool), "bwrap")
             res = await _session(mode, tool, client, sandbox, tmp / "trace", INSTRUCTION, worker=worker)
-            t1 = time.monotonic()
+            t1, c1 = time.monotonic(), _rusage_cpu()  # children: the worker's jail, waited for at close
         finally:
             await pool.aclose()
             if sandbox is not None:
                 await sandbox.stop()
-        return {"ok": res.stop_reason.value == "no_tool_call", "t0": t0, "t1": t1, "t_warmup": tw,
+        cpu = c1 - c0
+        return {"ok": res.stop_reason.value == "no_tool_call", "t0": t0, "t1": t1, "t_warmup": tw, "cpu_sec": cpu,
+                "turns": res.turns,
                 "info": f"{res.stop_reason.value} {res.detail or ''} turns={res.turns}"}
 
     try:
@@ -209,6 +222,7 @@ def run_overhead(calls: int, repeat: int) -> dict[str, Any]:
                 row["overhead"].append(median(an["overhead"]))
                 row["start"].append(first - res["t0"])
                 row.setdefault("cold_start", []).append(first_cold - res["t_warmup"])
+                row.setdefault("cpu_per_step", []).append(res["cpu_sec"] / max(1, res["turns"]))
                 row["load"].append(load)
                 print(f"  run {r + 1}/{repeat} {mode:<8} {tool:<5} overhead/step {ms(median(an['overhead']))} "
                       f"start {ms(first - res['t0'])} cold {ms(first_cold - res['t_warmup'])} (load {load:.1f})", flush=True)
@@ -256,9 +270,10 @@ def main() -> None:
         data["overhead"] = ov = run_overhead(args.calls, args.repeat)
         rows = [[k.replace("|", " "), ms(median(v["overhead"])) if v["overhead"] else "-",
                  ms(median(v["start"])) if v["start"] else "-",
-                 ms(median(v["cold_start"])) if v.get("cold_start") else "-", f"{median(v['load']):.1f}" if v["load"] else "-"]
+                 ms(median(v["cold_start"])) if v.get("cold_start") else "-",
+                 ms(median(v["cpu_per_step"])) if v.get("cpu_per_step") else "-", f"{median(v['load']):.1f}" if v["load"] else "-"]
                 for k, v in ov.items()]
-        print(table(["configuration", "overhead/step ms", "session start ms", "cold start ms", "load"], rows,
+        print(table(["configuration", "overhead/step ms", "session start ms", "cold start ms", "CPU/step ms", "load"], rows,
                     "per step and session start (confined: start = from a spare worker, cold = nothing launched before)"))
     levels = [int(x) for x in args.sessions.split(",") if int(x) > 0]
     if levels:
