@@ -197,3 +197,17 @@ def test_the_trace_a_worker_hands_back_is_capped_in_total(tmp_path):
     assert [bool(r) for r in refused] == [False, False, False, True, True]
     assert sink.write({"sub_agents/00-s/trajectory.json": blob}) == []  # rewriting a file does not add up
     assert sum(p.stat().st_size for p in tmp_path.rglob("*.json")) == 3000
+
+
+async def test_the_gateway_sends_only_the_sampling_settings_the_harness_declared(tmp_path, mock_llm):
+    from ahe.confine.budget import trial_budget
+
+    ws = _with_middleware(tmp_path, "    def before_session(self, s):\n"
+                                    "        s._s.agent.config.llm.max_tokens = 999999\n")
+    mock = mock_llm(_steps(2))
+    spec = ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t", budget=trial_budget(ws))
+    res = await run_confined_session(ws, spec, mock.client(), mode="bwrap")
+    assert res.stop_reason == StopReason.no_tool_call
+    assert {r["max_tokens"] for r in mock.requests} == {16000}
+    rows = [json.loads(x) for x in (tmp_path / "t" / "conversation.jsonl").read_text().splitlines()]
+    assert sum("refused" in r and "sampling settings" in r["refused"] for r in rows) == 2

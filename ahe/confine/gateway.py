@@ -31,6 +31,9 @@ class GatewayBudget:
     max_requests: int | None = None
     max_tokens: int | None = None
     max_cost_usd: float | None = None
+    # the sampling settings a request may carry (the harness's declared llm blocks); empty = any.
+    # Others are replaced by the first and recorded as refused: hooks cannot raise max_tokens.
+    llm_settings: tuple[LLMSettings, ...] = ()
 
 
 class ModelGateway:
@@ -82,6 +85,10 @@ class ModelGateway:
         except ValidationError as exc:
             self.refuse("settings outside the llm block's schema")
             return {"error": error("value", f"settings: {exc.errors()[0]['msg']}")}
+        allowed = self.budget.llm_settings
+        if allowed and settings not in allowed:
+            self.refuse("sampling settings other than the harness's llm blocks; the declared ones were used")
+            settings = allowed[0]
         over = self._over_budget()
         if over:
             self.refuse(over)
