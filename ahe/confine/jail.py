@@ -83,6 +83,15 @@ def jail_argv(bwrap: str, binds: list[tuple[str, str]], *, tmpfs: dict[str, int]
         argv += ["--ro-bind", p, p]
     for pkg in packages:
         argv += ["--ro-bind", str(AHE_PACKAGE.parent / pkg), f"{JAIL_AHE_ROOT}/{pkg}"]
+    # An installed wheel carries the bundled example tasks (their tests too) inside the package:
+    # hidden under an empty folder, at /opt/ahe and wherever the interpreter's libraries show it.
+    bundled = AHE_PACKAGE / "_bundled"
+    if bundled.is_dir():
+        shown = [f"{JAIL_AHE_ROOT}/ahe/_bundled"] if "ahe" in packages else []
+        if any(str(bundled).startswith(p + os.sep) for p in prefixes + libs):
+            shown.append(str(bundled))
+        for target in shown:
+            argv += ["--size", "4096", "--tmpfs", target]
     for src, dst in binds:
         argv += ["--ro-bind", src, dst]
     for dst, size in ({"/tmp": TMP_LIMIT_BYTES} | (tmpfs or {})).items():
