@@ -23,6 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 EXECUTOR_HELP = "Where trials run: local (this machine) or ray (a Ray cluster; docs/scale-out.md)."
+FORMAT_HELP = "table (fits the terminal's width), markdown (pipe tables) or json."
 RAY_ADDRESS_HELP = "With --executor ray: auto (a cluster started on this machine), host:port, or ray://host:10001."
 mock_app = typer.Typer(help="The scripted (mock) OpenAI-compatible model server, for tests and demos.", no_args_is_help=True)
 app.add_typer(mock_app, name="mock-llm")
@@ -96,17 +97,22 @@ def eval_(
     retry_infra: int = typer.Option(0, "--retry-infra", min=0, help="Re-run trials that hit an infrastructure error up to N times."),
     agent_timeout: Optional[float] = typer.Option(None, "--agent-timeout", help="Override every task's agent timeout (s)."),
     keep_app: bool = typer.Option(False, "--keep-app", help="Keep each trial's /app folder after grading."),
-    json_out: bool = typer.Option(False, "--json", help="Print results.json instead of tables."),
+    json_out: bool = typer.Option(False, "--json", help="Print results.json instead of tables (= --format json)."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Evaluate a harness on a task set: k trials per task, then a pass@1 table."""
     from ahe.rollout.eval_command import run_eval
+    from ahe.tables import resolve_format
+
+    fmt = resolve_format(fmt, json_out)
 
     results = run_eval(
         workspace=workspace, tasks=tasks, k=k, concurrency=concurrency, include=task or [], out=out, model=model,
         base_url=base_url, mock_policy=mock_policy, sandbox=sandbox, isolation=isolation, retry_infra=retry_infra,
-        agent_timeout=agent_timeout, keep_app=keep_app, json_out=json_out, executor=executor, ray_address=ray_address,
+        agent_timeout=agent_timeout, keep_app=keep_app, json_out=fmt == "json", executor=executor, ray_address=ray_address,
+        fmt=fmt,
     )
     raise typer.Exit(0 if results.infra_errors == 0 else 3)
 
@@ -122,6 +128,17 @@ def init(
 
     path = init_experiment(directory, tasks=tasks, name=name)
     print(path)
+
+
+@app.command()
+def examples(
+    directory: Path = typer.Argument(Path("."), help="Where to write harness_workspace/ and examples/ (default: here)."),
+) -> None:
+    """Copy the seed harness and the bundled examples here, so the docs' commands run as shown."""
+    from ahe.resources import copy_bundled
+
+    for path in copy_bundled(directory):
+        print(path)
 
 
 @app.command()
@@ -166,12 +183,14 @@ def demo(
 def audit(
     run_dir: Path = typer.Argument(..., help="Run folder of `ahe evolve` (runs/<name>)."),
     iteration: Optional[int] = typer.Option(None, "--iteration", min=1, help="Only the changes made by this iteration."),
-    json_out: bool = typer.Option(False, "--json", help="Print the audit as JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print the audit as JSON (= --format json)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Audit a run: each change, its predictions, what happened, the verdict; calibration per iteration and overall."""
     from ahe.report.audit import audit_command
+    from ahe.tables import resolve_format
 
-    raise typer.Exit(audit_command(run_dir, iteration, json_out))
+    raise typer.Exit(audit_command(run_dir, iteration, resolve_format(fmt, json_out)))
 
 
 @app.command()
@@ -182,15 +201,17 @@ def simulate(
     iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Override the scenario's iterations."),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Seeds run in parallel (default: up to 4 CPUs)."),
     keep_runs: str = typer.Option("first", "--keep-runs", help="Run folders to keep: first (seed), all, none."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: the policy rows, no progress."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
-    from rich.console import Console
-
     from ahe.simulate.command import simulate_command
+    from ahe.tables import TableOutput, resolve_format
 
     if keep_runs not in ("first", "all", "none"):
         raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
-    simulate_command(scenario, out, seeds, iterations, jobs, keep_runs, Console())
+    output = TableOutput(resolve_format(fmt))  # takes the console's place: progress lines and the table
+    rows = simulate_command(scenario, out, seeds, iterations, jobs, keep_runs, output)  # type: ignore[arg-type]
+    output.json([r.model_dump() for r in rows])
 
 
 @app.command()
@@ -224,16 +245,20 @@ def transfer(
     isolation: str = typer.Option("auto", "--isolation", help="Isolation of the local sandbox and of the harness's confined worker: auto, bwrap or none."),
     retry_infra: int = typer.Option(0, "--retry-infra", min=0, help="Re-run trials that hit an infrastructure error up to N times."),
     agent_timeout: Optional[float] = typer.Option(None, "--agent-timeout", help="Override every task's agent timeout (s)."),
-    json_out: bool = typer.Option(False, "--json", help="Print transfer.json instead of the table."),
+    json_out: bool = typer.Option(False, "--json", help="Print transfer.json instead of the table (= --format json)."),
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Evaluate a frozen harness against a baseline on several models and task sets, paired per task."""
     from ahe.report.transfer import transfer_command
+    from ahe.tables import resolve_format
+
+    fmt = resolve_format(fmt, json_out)
 
     raise typer.Exit(
         transfer_command(
-            harness, baseline, models, tasks, k, concurrency, out, base_url, mock_policy, json_out,
+            harness, baseline, models, tasks, k, concurrency, out, base_url, mock_policy, fmt,
             include=task or [], sandbox=sandbox, isolation=isolation, retry_infra=retry_infra, agent_timeout=agent_timeout,
             executor=check_executor(executor), ray_address=ray_address,
         )
@@ -252,12 +277,15 @@ def ablate(
     base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default: the run's)."),
     mock_policy: Optional[Path] = typer.Option(None, "--mock-policy", help="Scripted MOCK model policy (default: the run's, if it used one)."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, help="Trials running at once."),
-    json_out: bool = typer.Option(False, "--json", help="Print ablation.json instead of the table."),
+    json_out: bool = typer.Option(False, "--json", help="Print ablation.json instead of the table (= --format json)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Which component classes carry the gain: seed + only each class, evolved − each class, paired against seed and full."""
     from ahe.experiments.ablate import ablate_command
+    from ahe.tables import resolve_format
 
-    raise typer.Exit(ablate_command(target, tasks, k, baseline, out, task, model, base_url, mock_policy, concurrency, json_out))
+    fmt = resolve_format(fmt, json_out)
+    raise typer.Exit(ablate_command(target, tasks, k, baseline, out, task, model, base_url, mock_policy, concurrency, fmt))
 
 
 @app.command()
@@ -274,13 +302,15 @@ def report(
 
 @app.command()
 def doctor(
-    json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print the checks as JSON (= --format json)."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Also report this Ray cluster's nodes (default: $RAY_ADDRESS)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Check what is installed and reachable, and print the command that fixes each missing piece."""
     from ahe.doctor import run_doctor
+    from ahe.tables import resolve_format
 
-    ok = run_doctor(json_out=json_out, ray_address=ray_address)
+    ok = run_doctor(json_out=resolve_format(fmt, json_out), ray_address=ray_address)
     raise typer.Exit(0 if ok else 1)
 
 

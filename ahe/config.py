@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ahe.errors import ConfigError
-from ahe.llm.types import RoleConfig
+from ahe.llm.types import ROLES, RoleConfig
 from ahe.runtime.config import format_validation_error, read_yaml
 from ahe.rollout.models import RolloutSettings
 from evolve_agent.replay.models import ReplaySettings
@@ -44,6 +44,15 @@ class Budgets(_Strict):
     max_tokens: dict[str, int] = Field(default_factory=dict)  # per role, or "total"
     max_cost_usd: dict[str, float] = Field(default_factory=dict)  # per role, or "total"
     target_pass_at_1: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("max_tokens", "max_cost_usd")
+    @classmethod
+    def _known_roles(cls, value: dict) -> dict:
+        """A misspelt role would never trip its budget: refuse it."""
+        bad = [k for k in value if k not in ROLES and k != "total"]
+        if bad:
+            raise ValueError(f"unknown role {', '.join(map(repr, bad))}; use one of {', '.join(ROLES)} or total")
+        return value
 
 
 class AttributionSettings(_Strict):

@@ -26,8 +26,12 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "examples" / "tasks"
+import debugger
+from ahe.resources import example_tasks
+
+DEBUGGER_POLICY = Path(debugger.__file__).resolve().parent / "mock_policy.yaml"
+
+TASKS = example_tasks()
 X, Y, Z = "word-frequency-top", "fix-service-config", "fix-backup-script"
 LESSON = "- Before you finish, compare your output byte for byte with the format the instructions specify.\n"
 STRICT_NOTE = "strict mode: do not overwrite configuration files you did not create."
@@ -160,7 +164,7 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
         (pol / "explore.yaml").write_text(header + yaml.safe_dump(explore_policy(Path(explore_sources[0]).name),
                                                                   sort_keys=False, width=200))
     if debugger_policy is None:
-        shutil.copyfile(REPO / "debugger" / "mock_policy.yaml", pol / "debugger.yaml")
+        shutil.copyfile(DEBUGGER_POLICY, pol / "debugger.yaml")
     else:
         (pol / "debugger.yaml").write_text(header + yaml.safe_dump(debugger_policy, sort_keys=False, width=200))
     config = {

@@ -96,7 +96,12 @@ def _endpoint() -> Check:
     return Check("model endpoint", ok, detail, "" if ok else "export AHE_MODEL=<model name>", required=False)
 
 
-def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> bool:
+def run_doctor(*, json_out: bool | str = False, ray_address: str | None = None) -> bool:
+    """`json_out`: True, or the output format (table, markdown, json; ahe.tables)."""
+    from ahe.tables import TableOutput
+
+    out = TableOutput(json_out)
+    json_out = out.fmt == "json"
     from ahe.rollout.ray_doctor import ray_checks
 
     checks = [_python(), _bwrap(), _docker(), _git(), _endpoint(), *ray_checks(ray_address, Check)]
@@ -104,7 +109,6 @@ def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> boo
     if json_out:
         print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, indent=2))
         return ok
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="ahe doctor")
@@ -113,5 +117,5 @@ def run_doctor(*, json_out: bool = False, ray_address: str | None = None) -> boo
     for c in checks:
         status = "[green]ok[/]" if c.ok else ("[red]missing[/]" if c.required else "[yellow]optional[/]")
         table.add_row(c.name, status, c.detail, c.fix)
-    Console().print(table)
+    out.print(table)
     return ok

@@ -21,7 +21,8 @@ result.json exactly as `ahe.rollout.trial.execute_trial` does (atomically, from 
   evolve git         the git side of an evolve phase with 5 recorded changes: per change
                      changed_files, commit_paths, files_in_commit and the gate's show_file of
                      agent.yaml; then is_dirty, discard_uncommitted and the iteration tag
-  resume scan        plan_rollouts over the finished iteration (what `--resume` reads)
+  resume scan        plan_rollouts over the finished iteration (what `--resume` reads), with the
+                     check of every task folder against the run's seal from cold (a new process)
 """
 
 from __future__ import annotations
@@ -210,7 +211,11 @@ def one_run(n_tasks: int, k: int) -> dict[str, float]:
         t0 = time.perf_counter()
         evolve_git(repo, 2, s["tasks"], n_changes=5)
         times["evolve git"] = time.perf_counter() - t0
-        cfg = RolloutConfig(tasks_dir=root / "tasks", workspace=lp.run.workspace, k=k)
+        cfg = RolloutConfig(tasks_dir=root / "tasks", workspace=lp.run.workspace, k=k, seal_dir=lp.run.sealed)
+        from ahe.tasks import snapshot
+
+        snapshot._digests.clear()  # a resume is a new process: every task file is hashed again against the seal
+        snapshot._indexes.clear()
         t0 = time.perf_counter()
         plan = plan_rollouts(cfg, lp.run.iteration(2).root)
         times["resume scan"] = time.perf_counter() - t0

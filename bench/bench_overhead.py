@@ -111,7 +111,7 @@ def _instrument(prof: Prof, agent: Any, client: Any, sandbox: Any) -> None:
 
     client.complete = prof.wrap(client.complete, "model_client", counts_step=True)
     S = session_mod.Session
-    S._execute_call = prof.wrap(S._execute_call, "dispatch")
+    S.execute_tool_call = prof.wrap(S.execute_tool_call, "dispatch")
     tools_mod.Tool.call = prof.wrap(tools_mod.Tool.call, "dispatch")
     for tool in agent.tools.values():
         tool.function = prof.wrap(tool.function, "tool")

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     "ahe.errors",
     "ahe.io",
+    "ahe.resources",
+    "ahe.tables",
     "ahe.llm",
     "ahe.runtime",
     "ahe.sandbox",

@@ -97,3 +97,9 @@ def test_bad_peer_name_is_one_sentence_listing_the_valid_ones():
         assert "Traceback" not in p.stderr
         assert p.stderr.strip().count("\n") == 0, p.stderr
         assert "'mini-swe-agent'" in p.stderr and valid in p.stderr
+
+
+def test_seal_smoke(tmp_path):
+    data = run("bench_seal.py", tmp_path / "s.json", "--repeat", "1")
+    assert data["tasks"] >= 1 and data["snapshot_kib"] > 0
+    assert data["ms"]["seal (cold, run start)"]["median"] > 0

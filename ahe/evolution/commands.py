@@ -11,6 +11,7 @@ from rich.console import Console
 from ahe.config import ExperimentConfig, load_experiment_config
 from ahe.errors import AheError, raise_if_disk_full
 from ahe.evolution.loop import SEED_DEFAULT, run_evolution
+from ahe.resources import example_tasks
 
 TEMPLATE = Path(__file__).with_name("init_template.yaml")
 
@@ -21,7 +22,7 @@ def init_experiment(directory: Path, *, tasks: Path | None, name: str | None) ->
         raise AheError(f"{directory}: exists and is not empty; choose a new folder")
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copytree(SEED_DEFAULT, directory / "seed_workspace", ignore=shutil.ignore_patterns("__pycache__"))
-    default_tasks = SEED_DEFAULT.parent / "examples" / "tasks"
+    default_tasks = example_tasks()
     tasks_value = tasks.resolve() if tasks else default_tasks
     text = jinja2.Template(TEMPLATE.read_text(), keep_trailing_newline=True).render(
         name=name or directory.resolve().name, tasks=str(tasks_value), config_name=str(directory / "config.yaml")

@@ -43,11 +43,12 @@ from ahe.evolution.phases import (
 from ahe.evolution.policies import get_policy
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
+from ahe.resources import seed_workspace
 from ahe.llm.types import RoleConfig, Usage
 from ahe.rollout.executor import Executor
 from ahe.run_folder import PHASES, Attribution, IterationScore, LoopState, RollbackReport, RunFolder, Scores
 
-SEED_DEFAULT = Path(__file__).resolve().parents[2] / "harness_workspace"
+SEED_DEFAULT = seed_workspace()
 
 
 class EvolutionLoop:
@@ -89,10 +90,15 @@ class EvolutionLoop:
 
     def context(self, repo: HarnessRepo) -> PhaseContext:
         """What the phases work with; a task source produces its folders here (idempotently)."""
+        from ahe.tasks import load_tasks
+        from ahe.tasks.snapshot import seal_tasks
         from ahe.tasks.sources import resolve_tasks
 
+        tasks_dir = resolve_tasks(self.cfg.tasks, self.run.tasks_source)
+        # verifiers are sealed before any harness code runs; a resumed run whose tasks changed refuses here
+        seal_tasks(load_tasks(tasks_dir, include=self.cfg.include or None).tasks, self.run.sealed)
         return PhaseContext(
-            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=resolve_tasks(self.cfg.tasks, self.run.tasks_source),
+            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=tasks_dir,
             roles=self.roles, console=self.console, should_stop=lambda: self.stop_requested,
             executor=self.executor, evolve=self.evolve,
         )
@@ -232,6 +238,7 @@ class EvolutionLoop:
             final=final,
             metric_value=run_score(results, self.cfg.metric),
             reward_means=dict(results.reward_means),
+            benchmark_hash=results.benchmark_hash,
         )
         scores.upsert(score)
         scores.metric = self.cfg.metric

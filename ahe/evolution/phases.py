@@ -72,6 +72,7 @@ def rollout_config(ctx: PhaseContext) -> RolloutConfig:
         tasks_dir=ctx.tasks_dir,
         workspace=ctx.run.workspace,
         agent_role=ctx.roles["agent"],
+        seal_dir=ctx.run.sealed,  # sealed once at the run's start (EvolutionLoop.context)
     )
 
 

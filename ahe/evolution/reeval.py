@@ -133,6 +133,7 @@ class Reevaluator:
     def _spec(self, task: str, tag: str, n: int, tdir: Path, *, attempt: int) -> TrialSpec:
         return TrialSpec(
             **self.rollout.trial_settings(),
+            seal_dir=self.rollout.seal_dir,  # judged by the run's sealed verifiers, like its rollouts
             task_dir=self.task_dirs[task],
             task_name=task,
             trial=n,

@@ -156,7 +156,9 @@ def run_ablation(*, target: str, tasks: Path, k: int = 2, baseline: str | None =
         else:
             role = role.model_copy(update={k: x for k, x in (("model", model), ("base_url", base_url)) if x})
         resolve_role("agent", role)
+        # one seal for every variant (ahe.tasks.snapshot): all are judged by the verifiers as they were at the start
         rollout = {"tasks_dir": Path(tasks), "include": include, "k": k, "concurrency": concurrency, "agent_role": role,
+                   "seal_dir": out / "sealed",
                    **{x: settings[x] for x in ("sandbox", "isolation", "pass_threshold", "agent_timeout_sec", "retry_infra") if x in settings}}
         asyncio.run(_evaluate(variants, out, rollout, log))
     difficulty = task_difficulty(Path(tasks), include)
@@ -210,7 +212,9 @@ def ablation_table(data: dict) -> Any:
         t.add_row(v["label"], _f(m["pass_at_1"], ".3f"), *[_f(by[d]["pass_at_1"], ".3f") if d in by else "-" for d in diffs],
                   _delta(v.get("vs_seed")), _delta(v.get("vs_full")), _f(m["tokens_per_trial"], ".0f"),
                   _f(m["successes_per_mtok"], ".1f"), ", ".join(v.get("fixes", [])) or "-", ", ".join(v.get("breaks", [])) or "-")
-    return t
+    from ahe.tables import optional
+
+    return optional(t, "succ./Mtok", "tokens/trial", *diffs, "Δ vs full [95% CI]")  # when the screen is narrow
 
 
 def additivity_line(data: dict) -> str:
@@ -223,10 +227,14 @@ def additivity_line(data: dict) -> str:
 
 def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = None, out: Path | None = None,
                    include: list[str] | None = None, model: str | None = None, base_url: str | None = None,
-                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool = False) -> int:
-    """`ahe ablate`: prints the table (or ablation.json); 0, or 3 when trials hit infrastructure errors."""
+                   mock_policy: Path | None = None, concurrency: int = 4, json_out: bool | str = False) -> int:
+    """`ahe ablate`: prints the table (Markdown, or ablation.json; ahe.tables); 0, or 3 when trials hit infrastructure errors."""
     from rich.console import Console
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     data = run_ablation(target=target, tasks=tasks, k=k, baseline=baseline, out=out, include=include or None, model=model,
                         base_url=base_url, mock_policy=mock_policy, concurrency=concurrency,
@@ -234,7 +242,6 @@ def ablate_command(target: str, tasks: Path, k: int = 2, baseline: str | None = 
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        con = Console()
         con.print(ablation_table(data))
         con.print(additivity_line(data))
         other = [v for v in data["variants"] if v.get("notes")]

@@ -10,18 +10,21 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ahe.llm.roles import ResolvedEndpoint, resolve_role
-from ahe.llm.types import LLMSettings, ModelClient, ModelResponse, Price, RoleConfig, ToolCall, Usage
+from ahe.errors import ConfigError
+from ahe.llm.types import ROLES, LLMSettings, ModelClient, ModelResponse, Price, Role, RoleConfig, ToolCall, Usage
 from ahe.llm.usage import UsageLedger
 
 if TYPE_CHECKING:
     from ahe.llm.client import OpenAIModelClient
 
 
-def make_client(role: str, cfg: RoleConfig | None = None, ledger: UsageLedger | None = None,
+def make_client(role: Role, cfg: RoleConfig | None = None, ledger: UsageLedger | None = None,
                 env: Mapping[str, str] = os.environ) -> "OpenAIModelClient":
     """A ready client for `role`: endpoint from the environment and `cfg` (ConfigError when incomplete)."""
     from ahe.llm.client import OpenAIModelClient
 
+    if role not in ROLES:
+        raise ConfigError(f"unknown model role {role!r}; the roles are {', '.join(ROLES)} (docs/models.md)")
     cfg = cfg or RoleConfig()
     return OpenAIModelClient(role, resolve_role(role, cfg, env), cfg, ledger)
 
@@ -35,6 +38,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "LLMSettings", "ModelClient", "ModelResponse", "OpenAIModelClient", "Price", "ResolvedEndpoint",
+    "LLMSettings", "ModelClient", "ModelResponse", "OpenAIModelClient", "Price", "ROLES", "ResolvedEndpoint", "Role",
     "RoleConfig", "ToolCall", "Usage", "UsageLedger", "make_client", "resolve_role",
 ]

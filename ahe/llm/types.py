@@ -6,11 +6,16 @@ so traces, the mock server and any OpenAI-compatible endpoint speak the same lan
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Role = Literal["agent", "debugger", "evolve"]
+# Who makes a model call (DESIGN §4, docs/models.md). `agent` is the code agent and its
+# sub-agents; `explore` defaults to the evolve role's settings; `generator` is the
+# SWE-Playground task generator (`ahe tasks generate`); `reeval` is accounting only (the
+# re-evaluation trials of attribution and H_best, which run the agent's endpoint).
+Role = Literal["agent", "debugger", "evolve", "explore", "generator", "reeval"]
+ROLES: tuple[str, ...] = get_args(Role)  # display and validation order
 
 
 class LLMSettings(BaseModel):

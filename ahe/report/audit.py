@@ -218,7 +218,16 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "components": components,
         "figures": build_figures(run, pooled=overall),
         "best_decisions": best_decisions(run),
+        "benchmark": benchmark_of(scores),
     }
+
+
+def benchmark_of(scores: Scores) -> dict:
+    """The benchmark hash of each evaluated iteration (ahe.tasks.snapshot); `same` is False when
+    iterations were evaluated on different tasks, so their pass@1 cannot be compared."""
+    hashes = {s.iteration: s.benchmark_hash for s in scores.iterations}
+    known = {h for h in hashes.values() if h}
+    return {"hashes": hashes, "same": len(known) <= 1, "recorded": bool(known)}
 
 
 def best_decisions(run: RunFolder) -> list[dict]:
@@ -251,6 +260,12 @@ def render_audit(audit: dict, console: Any) -> None:
                      PENDING: "dim"}
     status = "finished" if audit["finished"] else "still going (or stopped early)"
     console.print(f"[bold]ahe audit[/] {audit['run_dir']} — run {status}; best iteration {audit['best_iteration']}")
+    bench = audit.get("benchmark") or {}
+    if not bench.get("same", True):
+        seen = ", ".join(f"{it}: {(h or 'none')[:12]}" for it, h in bench["hashes"].items())
+        console.print(f"[red]iterations were evaluated on different benchmarks ({seen}): their pass@1 are not comparable[/]")
+    elif bench.get("recorded"):
+        console.print(f"benchmark {next(h for h in bench['hashes'].values() if h)[:12]} (sealed verifiers, every iteration)")
     for it in audit["iterations"]:
         head = f"Iteration {it['iteration']}"
         if it["pass_at_1"] is not None:
@@ -366,13 +381,14 @@ def _prediction_table(title: str, fix: dict, reg: dict, pooled: bool = False, re
     return t
 
 
-def audit_command(run_dir: Path, iteration: int | None = None, json_out: bool = False) -> int:
-    """`ahe audit`: print the audit (rich tables, or JSON with --json). Returns the exit code."""
+def audit_command(run_dir: Path, iteration: int | None = None, fmt: str | bool = "table") -> int:
+    """`ahe audit`: print the audit (tables, Markdown, or JSON; ahe.tables). Returns the exit code."""
+    from ahe.tables import TableOutput
+
     audit = build_audit(Path(run_dir), iteration)
-    if json_out:
+    out = TableOutput(fmt)
+    if out.fmt == "json":
         print(json.dumps(audit, indent=2))
     else:
-        from rich.console import Console
-
-        render_audit(audit, Console())
+        render_audit(audit, out)
     return 0

@@ -18,6 +18,7 @@ from typing import Any
 from jinja2 import Environment, select_autoescape
 
 from ahe.harness.manifest import ChangeEntry, Manifest
+from ahe.llm.types import ROLES
 from ahe.report import deferrals, foresight
 from ahe.report import html_svg as svg
 from ahe.report.html_template import TEMPLATE
@@ -218,7 +219,7 @@ def _usage(its: list[int], scores: Scores) -> tuple[list[str], list[dict]]:
         for r_ in list(s.tokens) + list(s.cost_usd):
             if r_ not in roles:
                 roles.append(r_)
-    order = ["agent", "debugger", "evolve"]
+    order = list(ROLES)
     roles.sort(key=lambda r_: (order.index(r_) if r_ in order else len(order), r_))
     rows = []
     for it in its:
@@ -277,6 +278,10 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
     status = "finished" if state.finished else "in progress (or stopped before the end)"
     if state.stopped:
         status += f" — stopped: {state.stopped}"
+    from ahe.report.audit import benchmark_of
+
+    if not benchmark_of(scores)["same"]:  # sealed task hashes differ between iterations (docs/rollouts.md)
+        status += " — iterations were evaluated on different benchmarks: their pass@1 are not comparable"
     return {
         "title": f"AHE report — {_experiment_name(run)}",
         "run_dir": str(run.root), "status": status, "finished": state.finished,

@@ -152,8 +152,10 @@ def heatmap_legend() -> Markup:
     return Markup("".join(out))
 
 
-ROLE_COLORS = {"agent": "#4c78a8", "debugger": "#f58518", "evolve": "#54a24b"}
-_EXTRA_COLORS = ["#b279a2", "#e45756", "#72b7b2", "#9d755d"]
+# one fixed colour per role of ahe.llm.ROLES (a role not listed there gets one of the extras)
+ROLE_COLORS = {"agent": "#4c78a8", "debugger": "#f58518", "evolve": "#54a24b", "explore": "#b279a2",
+               "generator": "#9d755d", "reeval": "#72b7b2"}
+_EXTRA_COLORS = ["#e45756", "#bab0ac", "#eeca3b", "#ff9da6"]
 
 
 def role_color(role: str, roles: list[str]) -> str:

@@ -27,12 +27,13 @@ from statistics import mean
 from typing import Any
 
 from ahe.errors import AheError
+from ahe.resources import seed_workspace
 from ahe.report.efficiency import UNKNOWN, load_trials, side_metrics, task_difficulty
 from ahe.report.transfer_models import ModelEntry, load_models_file, looks_like_file
 from ahe.run_folder import RunFolder
+from ahe.tables import optional
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SEED = REPO_ROOT / "harness_workspace"
+SEED = seed_workspace()
 BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 
@@ -223,6 +224,7 @@ def run_transfer(
     b = resolve_harness(baseline, out, "baseline")
     labels = _labels(tasks)
     difficulty = {lab: task_difficulty(Path(t), include) for t, lab in zip(tasks, labels)}
+    seals = {lab: seal_task_set(Path(t), include, out / "sealed" / _safe(lab)) for t, lab in zip(tasks, labels)}
     rows = []
     with mock_endpoint(mock_policy) as url:
         if url and log:
@@ -238,16 +240,19 @@ def run_transfer(
                          (("harness", h), ("baseline", b))}
                 settings = {"tasks_dir": Path(task_dir), "include": include or [], "k": k, "concurrency": concurrency,
                             "agent_role": role, "sandbox": sandbox, "isolation": isolation, "retry_infra": retry_infra,
-                            "agent_timeout_sec": agent_timeout, "executor": executor, "ray_address": ray_address}
+                            "agent_timeout_sec": agent_timeout, "executor": executor, "ray_address": ray_address,
+                            "seal_dir": seals[label]}
                 if log:
                     for side, (hh, dest) in sides.items():
                         log(f"evaluating {side} ({hh['ref']}) with {e.name} ({role.model} at {role.base_url or 'the default endpoint'}) on {label} → {dest}")
                 results = asyncio.run(_evaluate_sides(sides, settings))
+                same_benchmark(results, f"{e.name} on {label}")
                 metrics = {side: side_metrics(load_trials(dest), difficulty[label]) for side, (_, dest) in sides.items()}
                 row = compare(e.name, label, results["harness"], results["baseline"], metrics["harness"],
                               metrics["baseline"], difficulty[label])
                 row.update(model_sent=role.model, base_url=role.base_url, params=role.params,
-                           tasks_dir=str(Path(task_dir).resolve()), out_harness=str(sides["harness"][1]),
+                           tasks_dir=str(Path(task_dir).resolve()), benchmark_hash=results["harness"].benchmark_hash,
+                           out_harness=str(sides["harness"][1]),
                            out_baseline=str(sides["baseline"][1]))
                 rows.append(row)
     data = {
@@ -264,6 +269,25 @@ def run_transfer(
     }
     atomic_write_json(out / "transfer.json", data)
     return data
+
+
+def seal_task_set(tasks: Path, include: list[str] | None, seal_dir: Path) -> Path:
+    """Seal a task set before either side runs (ahe.tasks.snapshot), so both are judged by the same verifiers."""
+    from ahe.tasks import load_tasks
+    from ahe.tasks.snapshot import seal_tasks
+
+    seal_tasks(load_tasks(tasks, include=include or None).tasks, seal_dir)
+    return seal_dir
+
+
+def same_benchmark(results: dict[str, Any], what: str) -> None:
+    """Refuse to pair two sides that ran on different benchmarks (their sealed task hashes differ)."""
+    h, b = results["harness"], results["baseline"]
+    if h.benchmark_hash != b.benchmark_hash:
+        diff = sorted(t for t in set(h.task_hashes) | set(b.task_hashes) if h.task_hashes.get(t) != b.task_hashes.get(t))
+        raise AheError(f"transfer {what}: the harness and baseline results are on different benchmarks (benchmark hash "
+                       f"{str(h.benchmark_hash)[:12]} vs {str(b.benchmark_hash)[:12]}; tasks differing: "
+                       f"{', '.join(diff[:5]) or 'none'}); they cannot be compared — run both into a new --out folder.")
 
 
 def _check_transfer_args(models: list[str] | list[ModelEntry], tasks: list[Path], sandbox: str, isolation: str,
@@ -308,6 +332,10 @@ def _f(x: float | None, fmt: str) -> str:
     return "n/a" if x is None else format(x, fmt)
 
 
+# what a narrow terminal leaves out first (ahe.tables; Markdown and JSON keep every column)
+NARROW_DROPS = ("succ./Mtok baseline", "succ./Mtok harness", "tokens/trial baseline", "tokens/trial harness")
+
+
 def transfer_table(data: dict) -> Any:
     from rich.table import Table
 
@@ -326,7 +354,7 @@ def transfer_table(data: dict) -> Any:
             _f(r["tokens_per_trial_harness"], ".0f"), _f(r["tokens_per_trial_baseline"], ".0f"),
             _f(r["successes_per_mtok_harness"], ".1f"), _f(r["successes_per_mtok_baseline"], ".1f"),
         )
-    return t
+    return optional(t, *NARROW_DROPS)
 
 
 def difficulty_table(data: dict) -> Any:
@@ -345,7 +373,7 @@ def difficulty_table(data: dict) -> Any:
                       f"[{_f(x['ci95_low'], '+.1f')}, {_f(x['ci95_high'], '+.1f')}]",
                       _f(x["tokens_per_trial_harness"], ".0f"), _f(x["tokens_per_trial_baseline"], ".0f"),
                       _f(x["successes_per_mtok_harness"], ".1f"), _f(x["successes_per_mtok_baseline"], ".1f"))
-    return t
+    return optional(t, *NARROW_DROPS, "n tasks")
 
 
 def transfer_command(
@@ -358,7 +386,7 @@ def transfer_command(
     out: Path | None = None,
     base_url: str | None = None,
     mock_policy: Path | None = None,
-    json_out: bool = False,
+    json_out: bool | str = False,  # or the format: table, markdown, json
     include: list[str] | None = None,
     sandbox: str = "local",
     isolation: str = "auto",
@@ -372,6 +400,10 @@ def transfer_command(
 
     from rich.console import Console
 
+    from ahe.tables import TableOutput
+
+    con = TableOutput(json_out)
+    json_out = con.fmt == "json"
     err = Console(stderr=True)
     items = [models] if isinstance(models, str) else list(models)
     if len(items) == 1 and looks_like_file(items[0]):
@@ -388,9 +420,9 @@ def transfer_command(
     if json_out:
         print(json.dumps(data, indent=2))
     else:
-        Console().print(transfer_table(data))
+        con.print(transfer_table(data))
         if any(len(r.get("by_difficulty") or {}) > 0 for r in data["rows"]):
-            Console().print(difficulty_table(data))
+            con.print(difficulty_table(data))
         err.print(f"transfer.json: {out / 'transfer.json'}")
     infra = sum(r["infra_errors_harness"] + r["infra_errors_baseline"] for r in data["rows"])
     return 0 if infra == 0 else 3

@@ -18,6 +18,7 @@ from ahe.errors import ConfigError, InfrastructureError
 from ahe.io import atomic_write_json
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.runtime.trace import now_iso
+from ahe.tasks.snapshot import TaskChanged
 from ahe.tasks.sources.swe_ci import ci_loop
 from ahe.tasks.sources.swe_ci.layout import CISettings
 from ahe.tasks.sources.swe_ci.rounds import ci_settings, final_rewards
@@ -55,9 +56,10 @@ def _totals(result: TrialResult, records: list) -> None:
 
 async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialResult:
     """Run (or resume) one CI trial and write its result.json. Never raises for trial failures."""
-    from ahe.rollout.trial import _sandbox_for, stop_sandbox, write_result
+    from ahe.rollout.trial import _sandbox_for, seal_of, stop_sandbox, write_result
     from ahe.runtime import load_agent
     from ahe.tasks import load_task, run_setup
+    from ahe.tasks.snapshot import verifier_task
 
     t0 = time.monotonic()
     done = ci_loop.finished_rounds(spec.trial_dir)
@@ -65,13 +67,15 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
     result = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, started_at=now_iso())
     sandbox = None
     try:
-        task = load_task(spec.task_dir)
+        live = load_task(spec.task_dir)
+        seal = seal_of(spec)  # the rounds' verifier and expected counts come from the sealed snapshot
+        task = live if seal is None else verifier_task(live, seal, spec.task_dir)
         expected_file = task.tests_dir / "expected.json"
         if not expected_file.is_file():
             raise ConfigError(f"{expected_file}: missing; a [ci] task needs the counts of its base and target "
                               "(make it with `ahe tasks make swe-ci` or `ahe tasks import swe-ci`).")
         expected = json.loads(expected_file.read_text())
-        sandbox = _sandbox_for(spec, task)
+        sandbox = _sandbox_for(spec, live)
         env = ci_loop.LoopEnv(
             task=task, sandbox=sandbox, programmer=spec.workspace, isolation=spec.isolation,
             architect=load_agent(ci_loop.ARCHITECT_WORKSPACE), client=ctx.client(spec), trial_dir=spec.trial_dir,
@@ -79,11 +83,13 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
             verifier_timeout_sec=spec.verifier_timeout_sec, pass_threshold=spec.pass_threshold,
         )
         await sandbox.start()
-        await run_setup(task, sandbox)
+        await run_setup(live, sandbox)
         t_agent = time.monotonic()
         records = await ci_loop.run_rounds(env, done, f"{spec.task_name}-{spec.trial}")
         result.agent_duration_sec = round(time.monotonic() - t_agent, 3)
         _totals(result, records)
+        if seal is not None:  # the rounds ran harness code between verifiers: was anything rewritten?
+            verifier_task(live, seal, spec.task_dir)
         rewards = final_rewards(records, ci, expected)
         atomic_write_json(spec.trial_dir / "verifier" / "reward.json", rewards)
         result.raw_reward, result.rewards = rewards["reward"], rewards
@@ -95,7 +101,7 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
         result.error_class, result.error = exc.error_class, str(exc)  # type: ignore[assignment]
     except InfrastructureError as exc:
         result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, TaskChanged):  # a changed task stops the run: no result is written
         raise
     except Exception as exc:  # a bug or bad input around the trial: infra, with the trace kept
         result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"

@@ -126,5 +126,8 @@ def results_table(results: RunResults, title: str = "results") -> Group:
     )
     from ahe.tasks.sources.swe_ci.summary import swe_ci_line
 
+    from ahe.tables import optional
+
+    optional(table, "s/trial", "verifier err", "timeouts", "tokens/trial")  # when the screen is narrow
     swe_ci = swe_ci_line(results.reward_means)
     return Group(table, totals, Text(swe_ci)) if swe_ci else Group(table, totals)

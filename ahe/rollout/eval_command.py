@@ -37,6 +37,7 @@ def run_eval(
     json_out: bool,
     executor: str = "local",
     ray_address: str | None = None,
+    fmt: str = "table",
 ) -> RunResults:
     get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
     if isolation not in ("auto", "bwrap", "none"):
@@ -87,6 +88,10 @@ def run_eval(
     if json_out:
         print(json.dumps(json.loads(results.model_dump_json()), indent=2))
     else:
-        Console().print(results_table(results, title=f"ahe eval — {workspace} on {tasks} (k={k})"))
-        console.print(f"results: {out / 'results.json'}")
+        from ahe.tables import TableOutput
+
+        TableOutput("markdown" if fmt == "markdown" else "table").print(
+            results_table(results, title=f"ahe eval — {workspace} on {tasks} (k={k})"))
+        bench = f" (benchmark {results.benchmark_hash[:12]}, sealed in {out / 'sealed'})" if results.benchmark_hash else ""
+        console.print(f"results: {out / 'results.json'}{bench}")
     return results

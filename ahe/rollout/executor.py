@@ -50,14 +50,19 @@ class AsyncioExecutor:
         sem = asyncio.Semaphore(self.concurrency)
         # trials beyond the first `concurrency` start later: their confined workers can be launched ahead
         self.ctx.workers().expect(max(0, len(specs) - self.concurrency))
+        failed: list[BaseException] = []
 
         async def one(spec: TrialSpec) -> TrialResult | None:
             async with sem:
-                if self.should_stop():  # Ctrl-C: running trials finish, new ones do not start
+                if self.should_stop() or failed:  # Ctrl-C, or a trial that stops the run: new ones do not start
                     return None
                 if on_event:
                     on_event("start", spec, None)
-                result = await self._run_trial(spec, self.ctx)
+                try:
+                    result = await self._run_trial(spec, self.ctx)
+                except Exception as exc:  # e.g. TaskChanged (a task rewritten during the run)
+                    failed.append(exc)
+                    raise
                 if on_event:
                     on_event("end", spec, result)
                 return result

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from ahe.llm.types import RoleConfig, Usage
 from ahe.sandbox.registry import SandboxName
+from ahe.tasks.snapshot import TaskSeal
 
 # Why a trial did not pass, when it is not simply a wrong answer.
 #   infra           the model endpoint or the sandbox failed (counted apart, retryable)
@@ -57,6 +58,10 @@ class TrialSpec(TrialSettings):
     workspace: Path
     agent_role: RoleConfig = Field(default_factory=RoleConfig)
     attempt: int = 1
+    # the run's sealed verifiers (ahe.tasks.snapshot): the seal folder, or (set by a remote
+    # executor) the task's seal itself, travelling with the spec; neither = the live folder
+    seal_dir: Path | None = None
+    sealed: TaskSeal | None = None
 
 
 class TrialResult(BaseModel):
@@ -121,3 +126,6 @@ class RunResults(BaseModel):
     # mean of each reward key (reward.json) over all trials; a trial without the key counts 0,
     # as pass@1 counts a failed trial 0. SWE-CI tasks: evoscore, normalized_change, ...
     reward_means: dict[str, float] = Field(default_factory=dict)
+    # the benchmark these results are on (ahe.tasks.snapshot): one hash over the task hashes
+    benchmark_hash: str | None = None
+    task_hashes: dict[str, str] = Field(default_factory=dict)

@@ -30,6 +30,7 @@ from ahe.rollout.ray_transport import content_id, pack_folder, write_trial_folde
 from ahe.rollout.trial import RESULT_FILE
 from ahe.io import atomic_write_json
 from ahe.runtime.trace import now_iso
+from ahe.tasks.snapshot import TaskChanged, check_folder
 
 RAY_MISSING = "--executor ray needs Ray: pip install 'ahe[ray]' (on the driver and on every node of the cluster)"
 
@@ -95,6 +96,18 @@ def code_env() -> dict[str, Any]:
     """
     package = Path(__file__).resolve().parents[1]  # ahe/ (this file is ahe/rollout/ray_executor.py)
     return {"py_modules": [str(package)], "excludes": ["__pycache__", "*.pyc"]}
+
+
+def seal_spec(spec: TrialSpec) -> TrialSpec:
+    """The spec with its task's seal travelling with it (the node has no run folder to read it from);
+    the live folder is checked against the seal on the driver before it is shipped."""
+    from ahe.rollout.trial import seal_of
+
+    seal = seal_of(spec)
+    if seal is None:
+        return spec
+    check_folder(seal, spec.task_dir)
+    return spec.model_copy(update={"sealed": seal, "seal_dir": None})
 
 
 def lost_result(spec: TrialSpec, why: str) -> TrialResult:
@@ -208,8 +221,10 @@ class RayExecutor:
         self._secrets = secrets
         tasks = {s.task_dir: load_task(s.task_dir) for s in ready}
         needs = [need_of(tasks[s.task_dir], cpus=self.cpus_per_trial, docker=s.sandbox == "docker") for s in ready]
+        ready = [seal_spec(s) for s in ready]  # a changed task stops the run here, before it is shipped
         ws = {s.workspace: self._ship(s.workspace) for s in ready}
         task_refs = {d: self._ship(d) for d in tasks}
+        seal_refs = {s.sealed.snapshot: self._ship(s.sealed.snapshot) for s in ready if s.sealed is not None}
         results: list[TrialResult | None] = [None] * len(specs)
         queue: deque[int] = deque(range(len(specs)))
         in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any, Any]] = {}
@@ -235,7 +250,8 @@ class RayExecutor:
                     slot.take(needs[i])
                     s = ready[i]
                     runner = slot.least_loaded()
-                    ref = runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir])
+                    sealed = seal_refs[s.sealed.snapshot] if s.sealed is not None else (None, None)
+                    ref = runner.run_trial.remote(s.model_dump_json(), *ws[s.workspace], *task_refs[s.task_dir], *sealed)
                     in_flight[asyncio.wrap_future(ref.future())] = (i, slot, ref, runner)
                     emit("start", i, None, slot)
                 if queue and not in_flight:
@@ -263,7 +279,7 @@ class RayExecutor:
                 if time.monotonic() - last_refresh >= self.refresh_sec:
                     self._refresh()
                     last_refresh = time.monotonic()
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, TaskChanged):  # Ctrl-C twice, or a task changed: the run stops
             for _, _, ref, _ in in_flight.values():  # cancels the trial's asyncio task in its runner
                 self._ray.cancel(ref)
             if writing:  # folders already coming in are written whole (milliseconds), not cut off
@@ -311,6 +327,8 @@ class RayExecutor:
         event loop, the last trial's end came seconds after its result (bench_ray.py)."""
         if isinstance(outcome, TrialResult):
             result = outcome
+        elif outcome[1] is None:  # the node found the task or its snapshot changed: the run stops
+            raise TaskChanged(outcome[0])
         else:
             result = TrialResult.model_validate_json(outcome[0])
             await asyncio.to_thread(write_trial_folder, outcome[1], spec.trial_dir, result)

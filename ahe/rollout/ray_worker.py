@@ -22,6 +22,7 @@ from pathlib import Path
 from ahe.rollout.models import TrialSpec
 from ahe.rollout.ray_transport import cached_folder, trial_entries
 from ahe.rollout.trial import RESULT_FILE, TrialContext, execute_trial
+from ahe.tasks.snapshot import TaskChanged
 
 
 def _preload() -> None:
@@ -53,19 +54,28 @@ class TrialRunner:
         return ray.get_runtime_context().get_node_id()
 
     async def run_trial(
-        self, spec_json: str, workspace_id: str, workspace_ref: list, task_id: str, task_ref: list
-    ) -> tuple[str, list]:
-        """Run one trial here; return its result and its folder's entries (but result.json)."""
+        self, spec_json: str, workspace_id: str, workspace_ref: list, task_id: str, task_ref: list,
+        sealed_id: str | None = None, sealed_ref: list | None = None,
+    ) -> tuple[str, list | None]:
+        """Run one trial here; return its result and its folder's entries (but result.json), or
+        (the sentence, None) when the task or its sealed snapshot changed (the driver stops the run)."""
         workspace = await self._folder("workspaces", workspace_id, workspace_ref)
         task_dir = await self._folder("tasks", task_id, task_ref)
         spec = TrialSpec.model_validate_json(spec_json)
+        if spec.sealed is not None and sealed_id is not None and sealed_ref is not None:
+            # the verifier runs from this node's copy of the snapshot, checked against the driver's seal
+            snapshot = await self._folder("sealed", sealed_id, sealed_ref)
+            spec = spec.model_copy(update={"sealed": spec.sealed.model_copy(update={"snapshot": snapshot})})
         self.scratch.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=self.scratch))
         try:
             local = spec.model_copy(
                 update={"workspace": workspace, "task_dir": task_dir, "trial_dir": scratch / spec.task_name / f"trial-{spec.trial}"}
             )
-            result = await execute_trial(local, self.ctx)
+            try:
+                result = await execute_trial(local, self.ctx)
+            except TaskChanged as exc:
+                return str(exc), None
             # a trial folder is small (its bulk, /app, is deleted after grading): reading it
             # inline costs less than a hop to a thread on a busy node
             entries = trial_entries(local.trial_dir, skip_files=frozenset({RESULT_FILE}))

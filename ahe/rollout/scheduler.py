@@ -37,6 +37,9 @@ class RolloutConfig(RolloutSettings):
     tasks_dir: Path
     workspace: Path
     agent_role: RoleConfig = Field(default_factory=RoleConfig)
+    # where the run's tasks are sealed (ahe.tasks.snapshot); None = <out>/sealed. A run of several
+    # rollouts (evolve, transfer) names one folder, sealed once at its start.
+    seal_dir: Path | None = None
 
 
 class Plan(BaseModel):
@@ -45,6 +48,9 @@ class Plan(BaseModel):
     expected: dict[str, int]
     skipped_tasks: list[str] = Field(default_factory=list)  # broken tasks, with their error
     needs_docker: list[str] = Field(default_factory=list)  # tasks that only run with --sandbox docker
+    seal_dir: Path | None = None
+    seal: dict = Field(default_factory=dict)  # benchmark_hash and task_hashes of the tasks that run
+    task_dirs: dict[str, Path] = Field(default_factory=dict)  # the live folders, checked again at the end
 
 
 def trial_dir(out: Path, task: str, trial: int) -> Path:
@@ -64,6 +70,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     from ahe.confine.host import check_workspace_loads
     from ahe.tasks import load_tasks
     from ahe.tasks.sandboxes import can_run
+    from ahe.tasks.snapshot import SEAL_DIR, seal_summary, seal_tasks
 
     # A broken harness fails here, before any sandbox starts; loaded in a confined worker, as
     # every trial will load it: AHE's own process never imports the harness's code.
@@ -72,7 +79,9 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     if not loaded.tasks and not loaded.errors:
         where = f" matching {', '.join(cfg.include)}" if cfg.include else ""
         raise AheError(f"--tasks {cfg.tasks_dir}: no task folders{where} (a task folder has a task.toml)")
-    specs, done, expected, needs_docker = [], [], {}, []
+    seal_dir = (cfg.seal_dir or out / SEAL_DIR).resolve()
+    index = seal_tasks(loaded.tasks, seal_dir)  # new tasks are snapshotted; sealed ones must be unchanged
+    specs, done, expected, needs_docker, task_dirs = [], [], {}, [], {}
     skipped = [f"{e.path}: {e.message}" for e in loaded.errors]
     for task in loaded.tasks:
         if not can_run(cfg.sandbox, task):
@@ -82,6 +91,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
                 skipped.append(f"{task.path}: the {cfg.sandbox} sandbox does not run {task.runs_on} tasks")
             continue
         expected[task.name] = cfg.k
+        task_dirs[task.name] = task.path
         for n in range(1, cfg.k + 1):
             tdir = trial_dir(out, task.name, n)
             prev = load_result(tdir)
@@ -91,6 +101,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
             specs.append(
                 TrialSpec(
                     **cfg.trial_settings(),
+                    seal_dir=seal_dir,
                     task_dir=task.path,
                     task_name=task.name,
                     trial=n,
@@ -102,7 +113,8 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
             )
     if not expected:
         raise AheError(_nothing_runs(cfg, skipped, needs_docker))
-    return Plan(specs=specs, done=done, expected=expected, skipped_tasks=skipped, needs_docker=needs_docker)
+    return Plan(specs=specs, done=done, expected=expected, skipped_tasks=skipped, needs_docker=needs_docker,
+                seal_dir=seal_dir, seal=seal_summary(index, list(expected)), task_dirs=task_dirs)
 
 
 def _nothing_runs(cfg: RolloutConfig, broken: list[str], needs_docker: list[str]) -> str:
@@ -162,6 +174,7 @@ async def run_rollouts(
                 for spec, res in zip(pending, finished)
                 if res is not None and res.infra and res.attempt <= cfg.retry_infra
             ]
+        _check_sealed(plan)  # a task rewritten during the last trials stops the run too
     finally:
         if owned and hasattr(executor, "close"):
             executor.close()
@@ -169,9 +182,21 @@ async def run_rollouts(
             await executor.ctx.aclose()  # its spare confined workers and connection pools
         summary = summarize(list(results.values()), k=cfg.k, expected=plan.expected)
         summary.wall_sec = round(time.monotonic() - t0, 3)
+        summary.benchmark_hash, summary.task_hashes = plan.seal.get("benchmark_hash"), plan.seal.get("task_hashes", {})
         atomic_write_json(out / "results.json", json.loads(summary.model_dump_json()))
         events.close()
     return summary
+
+
+def _check_sealed(plan: Plan) -> None:
+    """Every task of the rollout still as sealed (`TaskChanged` names the task and the file)."""
+    if plan.seal_dir is None:
+        return
+    from ahe.tasks.snapshot import check_folder, load_index
+
+    index = load_index(plan.seal_dir)
+    for name, folder in plan.task_dirs.items():
+        check_folder(index.tasks[name], folder)
 
 
 def make_executor(cfg: RolloutConfig, should_stop: Callable[[], bool] | None = None) -> Executor:

@@ -23,6 +23,7 @@ from ahe.llm.types import ModelClient
 from ahe.llm.usage import UsageLedger
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.runtime.trace import now_iso
+from ahe.tasks.snapshot import TaskChanged, TaskSeal
 from ahe.io import atomic_write_json
 
 RESULT_FILE = "result.json"
@@ -81,6 +82,17 @@ def load_result(trial_dir: Path) -> TrialResult | None:
         return None
 
 
+def seal_of(spec: TrialSpec) -> TaskSeal | None:
+    """The seal this trial's verifier runs from: travelling with the spec, or the run's seal folder's."""
+    if spec.sealed is not None:
+        return spec.sealed
+    if spec.seal_dir is None:
+        return None
+    from ahe.tasks.snapshot import sealed_entry
+
+    return sealed_entry(spec.seal_dir, spec.task_name)
+
+
 def _sandbox_for(spec: TrialSpec, task: Any) -> Any:
     from ahe.tasks.sandboxes import factories_for
 
@@ -102,6 +114,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     from ahe.confine.budget import trial_budget
     from ahe.runtime import StopReason
     from ahe.tasks import load_task, run_setup, run_verifier
+    from ahe.tasks.snapshot import check_folder, verifier_task
 
     from ahe.rollout.ci_trial import ci_trial_or_none
 
@@ -116,6 +129,9 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     sandbox = worker = None
     try:
         task = load_task(spec.task_dir)
+        seal = seal_of(spec)
+        if seal is not None:  # a task changed by an earlier trial stops the run before this one starts
+            check_folder(seal, spec.task_dir)
         client = ctx.client(spec)
         # The harness's code runs in a confined worker (DESIGN §11.5), launched first so that its
         # imports overlap the sandbox's start and the task's setup.
@@ -144,7 +160,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         else:
             t_ver = time.monotonic()
             verdict = await run_verifier(
-                task,
+                task if seal is None else verifier_task(task, seal, spec.task_dir),  # tests from the snapshot
                 sandbox,
                 spec.trial_dir / "verifier",
                 spec.verifier_timeout_sec,
@@ -159,7 +175,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
                 result.reward = 1.0 if verdict.passed else 0.0
     except InfrastructureError as exc:  # sandbox failures, setup failures
         result.error_class, result.error = "infra", f"{type(exc).__name__}: {exc}"
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, TaskChanged):  # a changed task stops the run: no result is written
         raise
     except Exception as exc:  # a bug or bad input around the trial: infra, with the trace kept
         result.error_class = "infra"

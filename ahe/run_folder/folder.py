@@ -209,6 +209,13 @@ class RunFolder:
         return self.root / "events.jsonl"
 
     @property
+    def sealed(self) -> Path:
+        """The run's sealed verifiers (ahe.tasks.snapshot), taken at its start."""
+        from ahe.tasks.snapshot import SEAL_DIR
+
+        return self.root / SEAL_DIR
+
+    @property
     def tasks_source(self) -> Path:
         """Where a task source writes the run's task folders (ahe.tasks.sources)."""
         return self.root / "tasks-source"

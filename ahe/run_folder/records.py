@@ -51,6 +51,7 @@ class IterationScore(BaseModel):
     final: bool = False
     metric_value: float | None = None  # the run's value of the experiment's metric (pass@1 by default)
     reward_means: dict[str, float] = Field(default_factory=dict)  # mean of each reward key (results.json)
+    benchmark_hash: str | None = None  # the sealed tasks this rollout ran on (results.json, ahe.tasks.snapshot)
 
 
 class Scores(BaseModel):

@@ -25,56 +25,11 @@ from ahe.runtime.middleware import ALLOWED_FIELDS, FRAMEWORK_NOTE_PREFIX, HookRe
 from ahe.runtime.results import SessionResult, StopReason, ToolCallRequest
 from ahe.runtime.tools import ToolResult, short_error
 from ahe.runtime.trace import EventLog, TrajectoryWriter, agent_step
+from ahe.runtime.view import SessionView
 from ahe.runtime.workspace import LoadedAgent
 
 log = logging.getLogger(__name__)
 MAX_SUB_AGENT_DEPTH = 3
-
-
-class SessionView:
-    """Read-only window on a running session, injected into tools (`session`) and hooks."""
-
-    def __init__(self, session: "Session") -> None:
-        self._s = session
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return list(self._s.messages)
-
-    @property
-    def turn(self) -> int:
-        return self._s.turn
-
-    @property
-    def usage(self) -> Usage:
-        return self._s.usage
-
-    @property
-    def state(self) -> dict[str, Any]:
-        return self._s.state
-
-    @property
-    def sandbox(self) -> Any:
-        return self._s.sandbox
-
-    @property
-    def client(self) -> ModelClient:
-        return self._s.client
-
-    @property
-    def agent_name(self) -> str:
-        return self._s.agent.name
-
-    @property
-    def session_id(self) -> str:
-        return self._s.session_id
-
-    def note(self, kind: str, **data: Any) -> None:
-        """Record an event of the middleware's or tool's own in events.jsonl."""
-        self._s.events.emit(kind, **data)
-
-    async def run_sub_agent(self, name: str, message: str) -> ToolResult:
-        return await self._s.run_sub_agent(name, message)
 
 
 class _Stop(Exception):
@@ -83,7 +38,13 @@ class _Stop(Exception):
 
 
 @dataclass
-class _TurnFlags:
+class TurnFlags:
+    """What the hooks of one step asked for: framework notes to add, another turn, a stop.
+
+    Part of the step API (`run_hooks`, `execute_tool_call`; docs/hooks.md): the caller makes
+    one per step and reads it afterwards.
+    """
+
     force_continue: bool = False
     stop: str | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)  # (middleware, text)
@@ -121,7 +82,7 @@ class Session:
         self.view = SessionView(self)
         self.events = EventLog(None)
         self.trace = TrajectoryWriter(None, session_id=self.session_id, agent={})
-        self._middleware: list[Middleware] = []
+        self.middleware: list[Middleware] = []  # this session's instances (`load_middleware`)
         self._counts = {"tool_calls": 0, "tool_errors": 0, "middleware_errors": 0}
         self._known_tokens = 0  # prompt+completion tokens of the last model call
         self._chars_since = 0  # characters appended since that call
@@ -164,96 +125,167 @@ class Session:
             self._finish(result, t0, traj_path, events_path)
             raise
         self._finish(result, t0, traj_path, events_path)
-        for mw in reversed(self._middleware):
-            if overrides(mw, "after_session"):
-                await self._hook(mw, "after_session", result)
+        await self.run_hooks("after_session", result, flags=TurnFlags())
         self.events.close()
+        return result
+
+    # ------------------------------------------------------------------ step API (docs/hooks.md)
+    # What `run` is made of, for callers that drive the steps themselves (replay foresight feeds
+    # recorded model turns through a harness's middleware, evolve_agent/replay).
+    def load_middleware(self) -> list[Middleware]:
+        """Fresh instances of agent.yaml's middleware for this session (`run` makes them as it starts)."""
+        self.middleware = self.agent.make_middleware()
+        return self.middleware
+
+    async def run_hooks(self, hook: str, *args: Any, flags: TurnFlags) -> None:
+        """Run `hook` of every middleware that defines it, in the runtime's order, as `run` does.
+
+        `before_*` go in list order, `after_*` in reverse. Each result is validated and applied:
+        `replace_messages` at once, notes, `force_continue` and `stop` into `flags`. A failing
+        hook becomes a `middleware_error` event. `before_model` hooks each get a fresh copy of
+        the messages (pass no arguments); `before_tool` / `after_tool` run in `execute_tool_call`.
+        """
+        order = list(reversed(self.middleware)) if hook.startswith("after_") else list(self.middleware)
+        for mw in order:
+            if overrides(mw, hook):
+                hook_args = (list(self.messages),) if hook == "before_model" else args
+                self._apply(mw, await self._hook(mw, hook, *hook_args), flags)
+
+    def wrap_calls(self, hook: str, innermost: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        """`innermost` inside every middleware's `hook` (`wrap_model_call` or `wrap_tool_call`), first = outermost.
+
+        A layer that raises is recorded as a `middleware_error`, and the inner call still happens exactly once.
+        """
+        call = innermost
+        for mw in reversed(self.middleware):
+            if overrides(mw, hook):
+                call = self._wrap(mw, hook, call)
+        return call
+
+    async def execute_tool_call(self, call: ToolCallRequest, flags: TurnFlags) -> ToolResult:
+        """One tool call as the loop makes it; the result is not appended to the conversation.
+
+        Malformed arguments and unknown tools become error results; then `before_tool` (input
+        replaced, call denied, stop), `wrap_tool_call` around the tool (arguments validated
+        against its schema), `after_tool` (output replaced, notes and flags), a `tool_call` event.
+        """
+        t0 = time.monotonic()
+        result = self._refused_call(call)
+        if result is None:
+            result = await self._before_tool(call, flags)
+        if result is None:
+            result = await self._dispatch(call)
+        for mw in reversed(self.middleware):
+            if overrides(mw, "after_tool"):
+                hr = await self._hook(mw, "after_tool", call, result)
+                if hr is not None and hr.replace_tool_output is not None:
+                    result = result.model_copy(update={"content": hr.replace_tool_output})
+                self._apply(mw, hr, flags, skip=("replace_tool_output",))
+        self.events.emit(
+            "tool_call",
+            turn=self.turn,
+            id=call.id,
+            tool=call.name,
+            duration_sec=round(time.monotonic() - t0, 4),
+            is_error=result.is_error,
+        )
         return result
 
     # ------------------------------------------------------------------ loop
     async def _loop(self, instruction: str) -> tuple[StopReason, str | None]:
-        system_prompt = self.agent.render_system_prompt(
-            working_directory=self.working_directory, extra=self.prompt_variables
-        )
-        self._middleware = self.agent.make_middleware()
-        self._append({"role": "system", "content": system_prompt}, source="system")
-        self._append({"role": "user", "content": instruction}, source="user")
-        tool_schemas = [t.openai_schema() for t in self.agent.tools.values()] or None
-        stop_tools = set(self.agent.config.stop_tools)
-
-        flags = _TurnFlags()
-        for mw in self._middleware:
-            if overrides(mw, "before_session"):
-                self._apply(mw, await self._hook(mw, "before_session"), flags)
-        self._flush_notes(flags)
-
+        tool_schemas = await self._open(instruction)
         while True:
-            if self.turn >= self.agent.config.max_turns:
-                raise _Stop(StopReason.max_turns, f"max_turns={self.agent.config.max_turns} reached")
-            flags = _TurnFlags()
-            for mw in self._middleware:
-                if overrides(mw, "before_model"):
-                    self._apply(mw, await self._hook(mw, "before_model", list(self.messages)), flags)
-            self._flush_notes(flags)
-            estimate = self._estimated_context_tokens()
-            if estimate > self.agent.config.max_context_tokens:
-                raise _Stop(
-                    StopReason.context_budget,
-                    f"context of ~{estimate} tokens exceeds max_context_tokens={self.agent.config.max_context_tokens}",
-                )
-
-            response = await self._call_model(tool_schemas)
-            self.turn += 1
-            self.usage = self.usage.add(response.usage)
-            self._known_tokens = response.usage.prompt_tokens + response.usage.completion_tokens
-            self._chars_since = 0
-            self.messages.append(response.assistant_message())
-            self._trace_agent_step(response)
-
-            flags = _TurnFlags()
-            for mw in reversed(self._middleware):
-                if overrides(mw, "after_model"):
-                    self._apply(mw, await self._hook(mw, "after_model", response), flags)
-            if flags.stop:
-                self._flush_notes(flags)  # raises _Stop
-
-            if not response.tool_calls:
-                self._flush_notes(flags)
+            await self._before_model_call()
+            response = await self._model_turn(tool_schemas)
+            flags = TurnFlags()
+            await self.run_hooks("after_model", response, flags=flags)
+            if flags.stop or not response.tool_calls:
+                self._flush_notes(flags)  # raises _Stop on a stop
                 if flags.force_continue:
                     continue
                 return StopReason.no_tool_call, response.content
-
-            calls = [
-                ToolCallRequest(tc.id, tc.name, tc.arguments, tc.raw_arguments, tc.parse_error)
-                for tc in response.tool_calls
-            ]
-            outcomes = await asyncio.gather(*(self._execute_call(c, flags) for c in calls), return_exceptions=True)
-            for out in outcomes:
-                if isinstance(out, BaseException):
-                    raise out
-            results: list[ToolResult] = list(outcomes)  # type: ignore[arg-type]
-            observation = []
-            for call, res in zip(calls, results):
-                self._count_tool(res)
-                self._append_raw({"role": "tool", "tool_call_id": call.id, "content": res.content})
-                item: dict[str, Any] = {
-                    "source_call_id": call.id,
-                    "content": res.content,
-                    "extra": {"tool": call.name, "is_error": res.is_error, **res.metadata},
-                }
-                if "subagent_trajectory_ref" in res.metadata:
-                    item["subagent_trajectory_ref"] = item["extra"].pop("subagent_trajectory_ref")
-                observation.append(item)
-            self.trace.update_last_step(observation={"results": observation})
-            self._flush_notes(flags)
-            if flags.stop:
-                raise _Stop(StopReason.middleware_stop, flags.stop)
-
-            finished = [(c, r) for c, r in zip(calls, results) if c.name in stop_tools and not r.metadata.get("denied")]
-            if finished and not flags.force_continue:
-                call, res = finished[0]
-                answer = (call.arguments or {}).get("message") or (call.arguments or {}).get("answer") or res.content
+            calls, results = await self._tool_turn(response, flags)
+            self._flush_notes(flags)  # raises _Stop on a stop
+            answer = self._stop_tool_answer(calls, results, flags)
+            if answer is not None:
                 return StopReason.stop_tool, answer
+
+    async def _open(self, instruction: str) -> list[dict[str, Any]] | None:
+        """System prompt and instruction in place, fresh middleware, before_session hooks; the tools' schemas."""
+        system_prompt = self.agent.render_system_prompt(
+            working_directory=self.working_directory, extra=self.prompt_variables
+        )
+        self.load_middleware()
+        self._append({"role": "system", "content": system_prompt}, source="system")
+        self._append({"role": "user", "content": instruction}, source="user")
+        tool_schemas = [t.openai_schema() for t in self.agent.tools.values()] or None
+        flags = TurnFlags()
+        await self.run_hooks("before_session", flags=flags)
+        self._flush_notes(flags)
+        return tool_schemas
+
+    async def _before_model_call(self) -> None:
+        """The turn limit, before_model hooks, then the context budget (each may raise _Stop)."""
+        if self.turn >= self.agent.config.max_turns:
+            raise _Stop(StopReason.max_turns, f"max_turns={self.agent.config.max_turns} reached")
+        flags = TurnFlags()
+        await self.run_hooks("before_model", flags=flags)
+        self._flush_notes(flags)
+        estimate = self._estimated_context_tokens()
+        if estimate > self.agent.config.max_context_tokens:
+            raise _Stop(
+                StopReason.context_budget,
+                f"context of ~{estimate} tokens exceeds max_context_tokens={self.agent.config.max_context_tokens}",
+            )
+
+    async def _model_turn(self, tool_schemas: list[dict[str, Any]] | None) -> ModelResponse:
+        """One model call: counted, its reply appended to the conversation and traced."""
+        response = await self._call_model(tool_schemas)
+        self.turn += 1
+        self.usage = self.usage.add(response.usage)
+        self._known_tokens = response.usage.prompt_tokens + response.usage.completion_tokens
+        self._chars_since = 0
+        self.messages.append(response.assistant_message())
+        self._trace_agent_step(response)
+        return response
+
+    async def _tool_turn(self, response: ModelResponse, flags: TurnFlags) -> tuple[list[ToolCallRequest], list[ToolResult]]:
+        """Every tool call of the reply, concurrently; results appended in call order, traced as one observation."""
+        calls = [
+            ToolCallRequest(tc.id, tc.name, tc.arguments, tc.raw_arguments, tc.parse_error)
+            for tc in response.tool_calls
+        ]
+        outcomes = await asyncio.gather(*(self.execute_tool_call(c, flags) for c in calls), return_exceptions=True)
+        for out in outcomes:
+            if isinstance(out, BaseException):
+                raise out
+        results: list[ToolResult] = list(outcomes)  # type: ignore[arg-type]
+        observation = [self._record_result(call, res) for call, res in zip(calls, results)]
+        self.trace.update_last_step(observation={"results": observation})
+        return calls, results
+
+    def _record_result(self, call: ToolCallRequest, res: ToolResult) -> dict[str, Any]:
+        """Count the result, append it to the conversation; its item of the step's observation."""
+        self._count_tool(res)
+        self._append_raw({"role": "tool", "tool_call_id": call.id, "content": res.content})
+        item: dict[str, Any] = {
+            "source_call_id": call.id,
+            "content": res.content,
+            "extra": {"tool": call.name, "is_error": res.is_error, **res.metadata},
+        }
+        if "subagent_trajectory_ref" in res.metadata:
+            item["subagent_trajectory_ref"] = item["extra"].pop("subagent_trajectory_ref")
+        return item
+
+    def _stop_tool_answer(self, calls: list[ToolCallRequest], results: list[ToolResult], flags: TurnFlags) -> str | None:
+        """The final answer when a stop tool ran (not denied) and no hook forces another turn; else None."""
+        if flags.force_continue:
+            return None
+        stop_tools = set(self.agent.config.stop_tools)
+        for call, res in zip(calls, results):
+            if call.name in stop_tools and not res.metadata.get("denied"):
+                return (call.arguments or {}).get("message") or (call.arguments or {}).get("answer") or res.content
+        return None
 
     # ------------------------------------------------------------------ model
     async def _call_model(self, tool_schemas: list[dict[str, Any]] | None) -> ModelResponse:
@@ -272,11 +304,7 @@ class Session:
             )
             return resp
 
-        call = innermost
-        for mw in reversed(self._middleware):
-            if overrides(mw, "wrap_model_call"):
-                call = self._wrap(mw, "wrap_model_call", call)
-        return await call(list(self.messages))
+        return await self.wrap_calls("wrap_model_call", innermost)(list(self.messages))
 
     def _wrap(self, mw: Middleware, hook: str, inner: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         """One layer of the onion. If the hook raises, the call still happens exactly once."""
@@ -305,56 +333,39 @@ class Session:
         self.events.emit(kind, **data)
 
     # ------------------------------------------------------------------ tools
-    async def _execute_call(self, call: ToolCallRequest, flags: _TurnFlags) -> ToolResult:
-        t0 = time.monotonic()
-        result: ToolResult | None = None
+    def _refused_call(self, call: ToolCallRequest) -> ToolResult | None:
+        """The error result of a call whose arguments did not parse or whose tool does not exist."""
         if call.parse_error is not None or call.arguments is None:
-            result = ToolResult(
+            return ToolResult(
                 content=f"could not parse the arguments of {call.name}: {call.parse_error or 'not a JSON object'} — send valid JSON",
                 is_error=True,
                 metadata={"error_kind": "malformed_arguments"},
             )
-        elif call.name not in self.agent.tools:
-            result = ToolResult(
+        if call.name not in self.agent.tools:
+            return ToolResult(
                 content=f"unknown tool {call.name!r}; available tools: {', '.join(self.agent.tools)}",
                 is_error=True,
                 metadata={"error_kind": "unknown_tool"},
             )
-        else:
-            for mw in self._middleware:
-                if not overrides(mw, "before_tool"):
-                    continue
-                hr = await self._hook(mw, "before_tool", call)
-                if hr is None:
-                    continue
-                if hr.replace_tool_input is not None:
-                    call.arguments = dict(hr.replace_tool_input)
-                    self.events.emit("tool_input_replaced", middleware=type(mw).__name__, tool=call.name, id=call.id)
-                if hr.stop:
-                    flags.stop = flags.stop or hr.stop
-                    result = ToolResult(content=f"not run: the session is stopping ({hr.stop})", is_error=True, metadata={"denied": True})
-                    break
-                if hr.deny is not None:
-                    result = ToolResult(content=hr.deny, is_error=True, metadata={"denied": True, "denied_by": type(mw).__name__})
-                    break
-            if result is None:
-                result = await self._dispatch(call)
+        return None
 
-        for mw in reversed(self._middleware):
-            if overrides(mw, "after_tool"):
-                hr = await self._hook(mw, "after_tool", call, result)
-                if hr is not None and hr.replace_tool_output is not None:
-                    result = result.model_copy(update={"content": hr.replace_tool_output})
-                self._apply(mw, hr, flags, skip=("replace_tool_output",))
-        self.events.emit(
-            "tool_call",
-            turn=self.turn,
-            id=call.id,
-            tool=call.name,
-            duration_sec=round(time.monotonic() - t0, 4),
-            is_error=result.is_error,
-        )
-        return result
+    async def _before_tool(self, call: ToolCallRequest, flags: TurnFlags) -> ToolResult | None:
+        """before_tool hooks in list order: the input may be replaced; a stop or a denial is the call's result."""
+        for mw in self.middleware:
+            if not overrides(mw, "before_tool"):
+                continue
+            hr = await self._hook(mw, "before_tool", call)
+            if hr is None:
+                continue
+            if hr.replace_tool_input is not None:
+                call.arguments = dict(hr.replace_tool_input)
+                self.events.emit("tool_input_replaced", middleware=type(mw).__name__, tool=call.name, id=call.id)
+            if hr.stop:
+                flags.stop = flags.stop or hr.stop
+                return ToolResult(content=f"not run: the session is stopping ({hr.stop})", is_error=True, metadata={"denied": True})
+            if hr.deny is not None:
+                return ToolResult(content=hr.deny, is_error=True, metadata={"denied": True, "denied_by": type(mw).__name__})
+        return None
 
     async def _dispatch(self, call: ToolCallRequest) -> ToolResult:
         tool = self.agent.tools[call.name]
@@ -363,11 +374,7 @@ class Session:
         async def innermost(c: ToolCallRequest) -> ToolResult:
             return await tool.call(c.arguments or {}, injections)
 
-        run = innermost
-        for mw in reversed(self._middleware):
-            if overrides(mw, "wrap_tool_call"):
-                run = self._wrap(mw, "wrap_tool_call", run)
-        out = await run(call)
+        out = await self.wrap_calls("wrap_tool_call", innermost)(call)
         return out if isinstance(out, ToolResult) else ToolResult(content=str(out))
 
     def _count_tool(self, res: ToolResult) -> None:
@@ -403,7 +410,7 @@ class Session:
             out = out.model_copy(update={f: HookResult.model_fields[f].default for f in bad})
         return out
 
-    def _apply(self, mw: Middleware, hr: HookResult | None, flags: _TurnFlags, skip: tuple[str, ...] = ()) -> None:
+    def _apply(self, mw: Middleware, hr: HookResult | None, flags: TurnFlags, skip: tuple[str, ...] = ()) -> None:
         if hr is None:
             return
         name = type(mw).__name__
@@ -419,7 +426,7 @@ class Session:
             flags.stop = flags.stop or hr.stop
             self.events.emit("middleware_stop", middleware=name, reason=hr.stop)
 
-    def _flush_notes(self, flags: _TurnFlags) -> None:
+    def _flush_notes(self, flags: TurnFlags) -> None:
         for name, text in flags.notes:
             msg = {"role": "user", "content": FRAMEWORK_NOTE_PREFIX + text}
             self._append(msg, source="user", extra={"framework_note": True, "middleware": name})

@@ -318,14 +318,39 @@ class DockerSandbox(ContainerFiles):
             raise ValueError(f"timeout must be positive, not {timeout}")
         container_id = self._cid()
         prefix = f"{EXEC_LOG_DIR}/{next(self._seq):04d}"
+        paths = {"stdout_path": f"{prefix}.stdout", "stderr_path": f"{prefix}.stderr"}
+        started = time.monotonic()
+        exec_id = await self._start_exec(container_id, prefix, command, cwd, env, background)
+        if background:
+            return ExecResult(exit_code=0, background=True, duration_sec=time.monotonic() - started, **paths)
+        stdout, stderr, killed_at = await self._wait_attached(exec_id, prefix, timeout)
+        if killed_at is not None:
+            return ExecResult(
+                exit_code=TIMEOUT_EXIT_CODE,
+                stdout=stdout,
+                stderr=stderr,
+                timed_out=True,
+                duration_sec=killed_at - started,
+                **paths,
+            )
+        exit_code = await self._exit_code(exec_id)
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            duration_sec=time.monotonic() - started,
+            **paths,
+        )
+
+    async def _start_exec(self, container_id: str, prefix: str, command: str, cwd: str | None,
+                          env: dict[str, str] | None, background: bool) -> str:
+        """Create the exec of `command` in the output-capturing wrapper (started at once, detached, in the background)."""
         argv = [
             "/bin/sh", "-c", _EXEC_WRAPPER, "ahe-exec",
             prefix, self.shell, cwd or "", command, str(self.max_output_bytes),
         ]  # fmt: skip
         environment = [f"{k}={v}" for k, v in (env or {}).items()] or None
-        paths = {"stdout_path": f"{prefix}.stdout", "stderr_path": f"{prefix}.stderr"}
         api = self.client.api
-        started = time.monotonic()
         try:
             created = await asyncio.to_thread(
                 api.exec_create,
@@ -335,15 +360,15 @@ class DockerSandbox(ContainerFiles):
                 stderr=not background,
                 environment=environment,
             )
-            exec_id = created["Id"]
             if background:
-                await asyncio.to_thread(api.exec_start, exec_id, detach=True)
-                return ExecResult(
-                    exit_code=0, background=True, duration_sec=time.monotonic() - started, **paths
-                )
+                await asyncio.to_thread(api.exec_start, created["Id"], detach=True)
         except Exception as exc:
             raise self._dead(exc, "starting a command") from exc
+        return created["Id"]
 
+    async def _wait_attached(self, exec_id: str, prefix: str, timeout: float | None) -> tuple[str, str, float | None]:
+        """(stdout, stderr, None) of a command run to its end; on timeout its process group is
+        killed and what it wrote is read back from its files: (stdout, stderr, when it was killed)."""
         # The attached exec blocks a thread until the command ends: use our own pool so that
         # long commands in many sandboxes never starve asyncio's default executor.
         loop = asyncio.get_running_loop()
@@ -354,35 +379,25 @@ class DockerSandbox(ContainerFiles):
             await self._kill_group(prefix)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(future), 10.0)
-            duration = time.monotonic() - started
+            killed_at = time.monotonic()
             stdout, stderr = await asyncio.to_thread(self._replay_outputs, prefix)
-            return ExecResult(
-                exit_code=TIMEOUT_EXIT_CODE,
-                stdout=stdout,
-                stderr=stderr,
-                timed_out=True,
-                duration_sec=duration,
-                **paths,
-            )
+            return stdout, stderr, killed_at
         except asyncio.CancelledError:
             # The caller gave up (e.g. the trial was cancelled): do not leave the command running.
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._kill_group(prefix))
             raise
+        return stdout, stderr, None
+
+    async def _exit_code(self, exec_id: str) -> int:
         try:
-            info = await asyncio.to_thread(api.exec_inspect, exec_id)
+            info = await asyncio.to_thread(self.client.api.exec_inspect, exec_id)
         except Exception as exc:
             raise self._dead(exc, "reading a command's exit code") from exc
         exit_code = info.get("ExitCode")
         if exit_code is None:  # the stream ended but the process did not: the engine failed
             raise SandboxError(f"container {self.name} lost track of a command (no exit code).")
-        return ExecResult(
-            exit_code=int(exit_code),
-            stdout=stdout,
-            stderr=stderr,
-            duration_sec=time.monotonic() - started,
-            **paths,
-        )
+        return int(exit_code)
 
     def _attached_exec(self, exec_id: str) -> tuple[str, str]:
         """Start an exec and wait for its end; (stdout, stderr) as the wrapper replays them."""

@@ -33,6 +33,7 @@ from ahe.tasks.leaks import probe_leaks
 from ahe.tasks.loader import TaskLoadError
 from ahe.tasks.model import Task
 from ahe.tasks.sandboxes import SandboxFactory, factories_for
+from ahe.tasks.snapshot import SEAL_DIR, TaskSeal, seal_summary, seal_tasks, unseal, verifier_task
 from ahe.tempdirs import make_temp_dir
 from ahe.tasks.phases import (
     DEFAULT_PASS_THRESHOLD,
@@ -68,6 +69,7 @@ class TaskCheck(BaseModel):
     nop: CheckItem
     leak: CheckItem
     duration_sec: float = 0.0
+    hash: str | None = None  # the task folder's sealed hash (ahe.tasks.snapshot)
 
     @property
     def items(self) -> dict[str, CheckItem]:
@@ -89,6 +91,7 @@ class CheckReport(BaseModel):
     """All task audits, in name order; `ok` is what sets the exit code."""
 
     tasks: list[TaskCheck] = Field(default_factory=list)
+    benchmark_hash: str | None = None  # over the checked tasks' hashes: what `ahe eval` records too
 
     @property
     def ok(self) -> bool:
@@ -108,6 +111,7 @@ class CheckReport(BaseModel):
         return {
             "ok": self.ok,
             "summary": self.counts(),
+            "benchmark_hash": self.benchmark_hash,
             "tasks": [
                 {**t.model_dump(mode="json"), "ok": t.ok} for t in self.tasks
             ],
@@ -133,8 +137,13 @@ def _verdict_detail(v: VerifierResult) -> str:
     return f"reward {v.reward:g}"
 
 
+def _sealed(task: Task, seal: TaskSeal | None) -> Task:
+    """The task whose solution/ and tests/ are the sealed snapshot's (checked against the seal first)."""
+    return task if seal is None else verifier_task(task, seal, task.path)
+
+
 async def _oracle(
-    task: Task, factory: SandboxFactory, workdir: Path, threshold: float
+    task: Task, factory: SandboxFactory, workdir: Path, threshold: float, seal: TaskSeal | None = None
 ) -> CheckItem:
     if not task.has_solution:
         return CheckItem(status="fail", detail="no solution/solve.sh to check the tests with")
@@ -142,8 +151,8 @@ async def _oracle(
     try:
         await sandbox.start()
         await run_setup(task, sandbox)
-        solve = await run_oracle(task, sandbox)
-        verdict = await run_verifier(task, sandbox, workdir / "verifier", pass_threshold=threshold)
+        solve = await run_oracle(_sealed(task, seal), sandbox)
+        verdict = await run_verifier(_sealed(task, seal), sandbox, workdir / "verifier", pass_threshold=threshold)
     finally:
         await sandbox.stop()
     note = ""
@@ -161,14 +170,14 @@ async def _oracle(
 
 
 async def _nop_and_leak(
-    task: Task, factory: SandboxFactory, workdir: Path, threshold: float
+    task: Task, factory: SandboxFactory, workdir: Path, threshold: float, seal: TaskSeal | None = None
 ) -> tuple[CheckItem, CheckItem]:
     sandbox = await _make(factory, task, workdir)
     try:
         await sandbox.start()
         await run_setup(task, sandbox)
         leaks = await probe_leaks(task, sandbox)
-        verdict = await run_verifier(task, sandbox, workdir / "verifier", pass_threshold=threshold)
+        verdict = await run_verifier(_sealed(task, seal), sandbox, workdir / "verifier", pass_threshold=threshold)
     finally:
         await sandbox.stop()
     if leaks.leaks:
@@ -200,6 +209,7 @@ async def check_task(
     work_dir: Path,
     pass_threshold: float = DEFAULT_PASS_THRESHOLD,
     semaphore: asyncio.Semaphore | None = None,
+    seal: TaskSeal | None = None,
 ) -> TaskCheck:
     """Audit one loaded task (see the module docstring). Never raises for a task's fault."""
     started = time.monotonic()
@@ -223,14 +233,14 @@ async def check_task(
     async def guarded_oracle() -> CheckItem:
         async with sem:
             try:
-                return await _oracle(task, factory, workdir / "oracle", pass_threshold)
+                return await _oracle(task, factory, workdir / "oracle", pass_threshold, seal)
             except Exception as exc:  # noqa: BLE001 - reported in the table, not raised
                 return _error_item(exc)
 
     async def guarded_nop() -> tuple[CheckItem, CheckItem]:
         async with sem:
             try:
-                return await _nop_and_leak(task, factory, workdir / "nop", pass_threshold)
+                return await _nop_and_leak(task, factory, workdir / "nop", pass_threshold, seal)
             except Exception as exc:  # noqa: BLE001
                 err = _error_item(exc)
                 return err, err
@@ -239,7 +249,7 @@ async def check_task(
     return TaskCheck(
         name=task.name, path=str(task.path), runs_on=task.runs_on,
         load=load, oracle=oracle, nop=nop, leak=leak,
-        duration_sec=round(time.monotonic() - started, 2),
+        duration_sec=round(time.monotonic() - started, 2), hash=seal.hash if seal else None,
     )
 
 
@@ -276,6 +286,11 @@ async def check_tasks(
     own_dir = work_dir is None
     root = make_temp_dir("tasks-check") if own_dir else Path(work_dir)
     root.mkdir(parents=True, exist_ok=True)
+    # a check judges the tasks as they are now: a kept --work-dir is sealed afresh (in a hidden folder,
+    # apart from the per-task folders and from a run's own sealed/ should --work-dir be a run folder)
+    seal_dir = root / f".{SEAL_DIR}"
+    unseal(seal_dir)
+    index = seal_tasks(tasks, seal_dir)  # the oracle and the verifiers run from this snapshot
     results = [load_error_check(e) for e in load_errors]
     if on_done:
         for r in results:
@@ -283,7 +298,8 @@ async def check_tasks(
 
     async def one(task: Task) -> TaskCheck:
         result = await check_task(
-            task, factories, work_dir=root, pass_threshold=pass_threshold, semaphore=semaphore
+            task, factories, work_dir=root, pass_threshold=pass_threshold, semaphore=semaphore,
+            seal=index.tasks[task.name],
         )
         if on_done:
             on_done(result)
@@ -295,4 +311,5 @@ async def check_tasks(
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
     results.sort(key=lambda r: r.name)
-    return CheckReport(tasks=results)
+    return CheckReport(tasks=results, **({"benchmark_hash": seal_summary(index, [t.name for t in tasks])["benchmark_hash"]}
+                                         if tasks else {}))

@@ -34,6 +34,16 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _output(fmt: str | None, as_json: bool):
+    """Where a command's table goes (ahe.tables): --format, with --json as its alias."""
+    from ahe.tables import TableOutput, resolve_format
+
+    return TableOutput(resolve_format(fmt, as_json), _console())
+
+
+FORMAT_OPTION = typer.Option(None, "--format", help="table (fits the terminal's width), markdown (pipe tables) or json.")
+
+
 def _print_json(data: object) -> None:
     import json
 
@@ -72,11 +82,13 @@ def list_tasks(
     task: Optional[list[str]] = typer.Option(
         None, "--task", "-t", help="Only tasks whose name matches (a name or a glob); repeatable."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table (= --format json)."),
+    fmt: Optional[str] = FORMAT_OPTION,
 ) -> None:
     """List the tasks in DIR; broken tasks are shown with their error (exit code 1)."""
+    console = _output(fmt, as_json)
     loaded = _load(directory, task)
-    if as_json:
+    if console.fmt == "json":
         _print_json(
             {
                 "tasks": [t.summary() for t in loaded.tasks],
@@ -101,8 +113,9 @@ def list_tasks(
                 f"{t.agent_timeout_sec:g}s", f"{t.verifier_timeout_sec:g}s",
                 "yes" if t.has_solution else "no", ", ".join(t.tags) or "-",
             )
-        console = _console()
-        console.print(table)
+        from ahe.tables import optional
+
+        console.print(optional(table, "agent", "verifier", "solution", "runs on"))
         for e in loaded.errors:
             console.print(f"[red]broken[/red] {e.name}: {e.message}", markup=True)
     if loaded.errors:
@@ -127,7 +140,7 @@ def _cell(item) -> str:
     return f"[{_STYLE[item.status]}]{escape(text)}[/{_STYLE[item.status]}]"
 
 
-def _print_check_table(report, directory: Path) -> None:
+def _print_check_table(report, directory: Path, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
@@ -142,10 +155,11 @@ def _print_check_table(report, directory: Path) -> None:
             later[1:] = ["[yellow]skipped[/yellow]"] * 2  # the reason once is enough
         ran = r.oracle.status != "skipped" or r.duration_sec
         table.add_row(escape(r.name), _cell(r.load), *later, f"{r.duration_sec:.1f}s" if ran else "-")
-    console = _console()
     console.print(table)
     c = report.counts()
     console.print(f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped of {c['total']}")
+    if report.benchmark_hash:
+        console.print(f"benchmark hash {report.benchmark_hash}")  # what `ahe eval` records for the same tasks
 
 
 @app.command("check")
@@ -164,7 +178,8 @@ def check(
     work_dir: Optional[Path] = typer.Option(
         None, "--work-dir", help="Keep the sandboxes' folders and verifier output here."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table (= --format json)."),
+    fmt: Optional[str] = FORMAT_OPTION,
 ) -> None:
     """Audit tasks: oracle passes, do-nothing fails, tests unreadable before the end.
 
@@ -177,6 +192,8 @@ def check(
     from ahe.tasks.check import check_tasks
     from ahe.tasks.sandboxes import factories_for
 
+    output = _output(fmt, as_json)
+    as_json = output.fmt == "json"
     loaded = _load(directory, task)
     try:
         factories = factories_for(sandbox)
@@ -212,18 +229,20 @@ def check(
     if as_json:
         _print_json(report.to_json())
     else:
-        _print_check_table(report, directory)
+        _print_check_table(report, directory, output)
     if not report.ok:
         raise typer.Exit(1)
 
 
 @app.command("sources")
-def sources(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+def sources(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table (= --format json)."),
+            fmt: Optional[str] = FORMAT_OPTION) -> None:
     """List the task sources `--tasks SOURCE:ARG` can name (the default is a folder)."""
     from ahe.tasks.sources import source_infos
 
+    console = _output(fmt, as_json)
     infos = source_infos()
-    if as_json:
+    if console.fmt == "json":
         _print_json([{"name": i.name, "summary": i.summary} for i in infos])
         return
     from rich.table import Table
@@ -231,7 +250,7 @@ def sources(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
     table = Table("source", "what it gives", title="task sources")
     for i in infos:
         table.add_row(i.name, i.summary)
-    _console().print(table)
+    console.print(table)
 
 
 from ahe.tasks.sources.playground import cli as _playground_cli  # noqa: E402 - typer only at import

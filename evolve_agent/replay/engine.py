@@ -3,9 +3,10 @@
 `ReplaySession` is a `Session` that never calls a model: each recorded model turn is fed to
 the harness's middleware exactly as the runtime would (`before_model`, `wrap_model_call`,
 `after_model`, then every tool call through `before_tool`, `wrap_tool_call`, argument
-validation against the tool's `input_schema`, `after_tool`), using the session's own hook
-runner, so a hook's result is validated, applied and its exceptions recorded the same way as
-in a live session. The tool itself is not run: it returns the recorded observation, unless
+validation against the tool's `input_schema`, `after_tool`), through the session's public
+step API (`load_middleware`, `run_hooks`, `wrap_calls`, `execute_tool_call`; docs/hooks.md),
+so a hook's result is validated, applied and its exceptions recorded the same way as in a
+live session. The tool itself is not run: it returns the recorded observation, unless
 the session re-executes (`execute=True`, a real sandbox), when the real tool runs.
 
 Replaying the harness before and after a change over the same recorded steps and comparing
@@ -24,7 +25,7 @@ from typing import Any
 
 from ahe.runtime.middleware import overrides
 from ahe.runtime.results import ToolCallRequest
-from ahe.runtime.session import Session, _TurnFlags
+from ahe.runtime.session import Session, TurnFlags
 from ahe.runtime.tools import Tool, ToolResult
 from ahe.runtime.trace import EventLog
 from ahe.runtime.workspace import LoadedAgent
@@ -119,12 +120,12 @@ class ReplaySession(Session):
         super().__init__(agent if execute or twin else replay_twin(agent), None, sandbox=sandbox)
         self.execute = execute
         self.events = _Collector()
-        self._middleware = self.agent.make_middleware()
+        self.load_middleware()
         self._own: tuple[RecordedTrial, list[dict[str, Any]]] | None = None
-        self._track = any(overrides(mw, h) for mw in self._middleware
+        self._track = any(overrides(mw, h) for mw in self.middleware
                           for h in ("before_model", "after_model", "wrap_model_call", "after_tool", "before_tool"))
 
-    def _effect(self, flags: _TurnFlags, mark: int) -> Effect:
+    def _effect(self, flags: TurnFlags, mark: int) -> Effect:
         eff = Effect(notes=[t for _, t in flags.notes], stop=flags.stop)
         for kind, data in self.events.items[mark:]:
             if kind == "middleware_error":
@@ -136,10 +137,8 @@ class ReplaySession(Session):
     async def start(self, trial: RecordedTrial) -> Effect:
         """before_session on the recorded system prompt and instruction."""
         self.messages = [dict(m) for m in trial.messages[:2]]
-        flags, mark = _TurnFlags(), len(self.events.items)
-        for mw in self._middleware:
-            if overrides(mw, "before_session"):
-                self._apply(mw, await self._hook(mw, "before_session"), flags)
+        flags, mark = TurnFlags(), len(self.events.items)
+        await self.run_hooks("before_session", flags=flags)
         return self._effect(flags, mark)
 
     async def step(self, trial: RecordedTrial, index: int) -> Effect:
@@ -150,22 +149,18 @@ class ReplaySession(Session):
                 self._own = (trial, [dict(m) for m in trial.messages])
             self.messages = self._own[1][:turn.n_messages]
         self.turn = index
-        flags, mark = _TurnFlags(), len(self.events.items)
+        flags, mark = TurnFlags(), len(self.events.items)
         if index >= self.agent.config.max_turns:
             flags.stop = f"max_turns={self.agent.config.max_turns} reached"
             return self._effect(flags, mark)
-        for mw in self._middleware:
-            if overrides(mw, "before_model"):
-                self._apply(mw, await self._hook(mw, "before_model", list(self.messages)), flags)
+        await self.run_hooks("before_model", flags=flags)
         if flags.stop:  # the session would end before this model call
             return self._effect(flags, mark)
         model_changes = await self._model(turn)
         self.turn = index + 1
         if self._track:
             self.messages = self._own[1][:turn.n_messages + 1]  # + the recorded reply
-        for mw in reversed(self._middleware):
-            if overrides(mw, "after_model"):
-                self._apply(mw, await self._hook(mw, "after_model", turn.response), flags)
+        await self.run_hooks("after_model", turn.response, flags=flags)
         calls: list[CallEffect] = []
         if not flags.stop and turn.calls:
             reqs = [ToolCallRequest(c.id, c.name, dict(c.arguments) if c.arguments is not None else None,
@@ -186,7 +181,7 @@ class ReplaySession(Session):
 
     async def _model(self, turn: RecordedTurn) -> list[str]:
         """wrap_model_call as an onion around the recorded reply; what the layers changed."""
-        if not any(overrides(mw, "wrap_model_call") for mw in self._middleware):
+        if not any(overrides(mw, "wrap_model_call") for mw in self.middleware):
             return []
         seen: dict[str, Any] = {}
 
@@ -194,12 +189,8 @@ class ReplaySession(Session):
             seen["messages"] = messages
             return turn.response
 
-        call = innermost
-        for mw in reversed(self._middleware):
-            if overrides(mw, "wrap_model_call"):
-                call = self._wrap(mw, "wrap_model_call", call)
         sent = list(self.messages)
-        out = await call(sent)
+        out = await self.wrap_calls("wrap_model_call", innermost)(sent)
         changes = []
         if "messages" not in seen:
             changes.append("the model would not be called")
@@ -209,14 +200,14 @@ class ReplaySession(Session):
             changes.append("the model's reply would be rewritten")
         return changes
 
-    async def _call(self, req: ToolCallRequest, rec: RecordedCall, flags: _TurnFlags) -> ToolResult:
+    async def _call(self, req: ToolCallRequest, rec: RecordedCall, flags: TurnFlags) -> ToolResult:
         if self.execute:
-            return await self._execute_call(req, flags)
+            return await self.execute_tool_call(req, flags)
         meta = {k: v for k, v in rec.metadata.items() if k not in _RUNTIME_MARKS}
         token = _RECORDED.set(ToolResult(content=rec.content, is_error=rec.is_error, metadata=meta))
         token2 = _CALL.set(rec)
         try:
-            return await self._execute_call(req, flags)
+            return await self.execute_tool_call(req, flags)
         finally:
             _CALL.reset(token2)
             _RECORDED.reset(token)

@@ -11,6 +11,9 @@ from typing import Optional
 import typer
 
 
+FORMAT_HELP = "table (fits the terminal's width), markdown (pipe tables) or json."
+
+
 def _console(stderr: bool = False):
     from rich.console import Console
 
@@ -49,7 +52,8 @@ def derive(
     max_reproduce: int = typer.Option(3, "--max-reproduce", min=0, help="reproduce tasks per project at most."),
     max_mutants: int = typer.Option(60, "--max-mutants", min=0, help="Mutants tried per project at most."),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Test runs at once."),
-    as_json: bool = typer.Option(False, "--json", help="Print the derivation report as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the derivation report as JSON (= --format json)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
 ) -> None:
     """Derive verified tasks (implement, library, fix, reproduce) from playground projects — no model needed.
 
@@ -62,6 +66,10 @@ def derive(
     from ahe.tasks.sources.playground.derive import DeriveLimits
     from ahe.tasks.sources.playground.taskset import derive_task_set
 
+    from ahe.tables import TableOutput, resolve_format
+
+    console = TableOutput(resolve_format(fmt, as_json), _console())
+    as_json = console.fmt == "json"
     err = _console(stderr=True)
     try:
         limits = DeriveLimits(max_fix=max_fix, max_reproduce=max_reproduce, max_mutants_tried=max_mutants)
@@ -72,7 +80,6 @@ def derive(
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), indent=2))
         return
-    console = _console()
     console.print(_summary_table(report, f"{len(report.tasks)} task(s) derived into {out}"))
     console.print(f"{len(report.rejected)} candidate(s) rejected, {report.mutants_tried} mutant(s) tried, "
                   f"{report.test_runs} test run(s), {report.duration_sec:.1f}s; the log is {out / 'derive.json'}")
@@ -89,6 +96,7 @@ def generate(
     holdout: float = typer.Option(0.0, "--holdout", help="Share of projects held out when deriving the tasks."),
     price_input: Optional[float] = typer.Option(None, "--price-input", help="USD per million prompt tokens (for the cost)."),
     price_output: Optional[float] = typer.Option(None, "--price-output", help="USD per million completion tokens."),
+    fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: OUT/generation.json."),
 ) -> None:
     """Generate projects, tasks, tests and references with a model, then derive verified tasks.
 
@@ -98,10 +106,15 @@ def generate(
     from ahe.errors import AheError
     from ahe.tasks.sources.playground.generate.pipeline import GenerateOptions, run_generate
 
+    from ahe.tables import TableOutput, resolve_format
+
+    console = TableOutput(resolve_format(fmt), _console())
     opts = GenerateOptions(out=out, projects=projects, model=model, mock_policy=mock_policy, holdout=holdout,
                            price_input=price_input, price_output=price_output)
     try:
         summary = run_generate(opts, console=_console(stderr=True))
     except AheError as exc:
         raise _fail(str(exc)) from None
-    _console().print(summary)
+    console.print(summary)
+    if console.fmt == "json":
+        typer.echo((out / "generation.json").read_text(encoding="utf-8").rstrip())

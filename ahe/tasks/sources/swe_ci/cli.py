@@ -35,20 +35,21 @@ def _ci(rounds: Optional[int], gamma: float):
     return CISettings(rounds=rounds, gamma=gamma) if rounds else None
 
 
-def _print(results, as_json: bool) -> int:
-    import json
+FORMAT_OPTION = typer.Option(None, "--format", help="table (fits the terminal's width), markdown (pipe tables) or json.")
 
-    from rich.console import Console
+
+def _print(results, as_json: bool, fmt: Optional[str] = None) -> int:
     from rich.table import Table
 
-    if as_json:
-        typer.echo(json.dumps([r.model_dump(mode="json") for r in results], indent=2))
-    else:
-        table = Table("task", "n(c0)", "n(c*)", "gap", "kept", "where / why not", title="SWE-CI tasks")
-        for r in results:
-            table.add_row(r.name, str(r.n_base), str(r.n_target), str(r.gap), "yes" if r.kept else "no",
-                          str(r.path) if r.kept else r.reason)
-        Console().print(table)
+    from ahe.tables import TableOutput, resolve_format
+
+    out = TableOutput(resolve_format(fmt, as_json))
+    out.json([r.model_dump(mode="json") for r in results])
+    table = Table("task", "n(c0)", "n(c*)", "gap", "kept", "where / why not", title="SWE-CI tasks")
+    for r in results:
+        table.add_row(r.name, str(r.n_base), str(r.n_target), str(r.gap), "yes" if r.kept else "no",
+                      str(r.path) if r.kept else r.reason)
+    out.print(table)
     return sum(1 for r in results if r.kept)
 
 
@@ -67,7 +68,8 @@ def make_swe_ci(
     gamma: float = typer.Option(1.0, "--gamma", help="EvoScore's γ for the CI loop ([ci] gamma, ≥ 1)."),
     sandbox: str = typer.Option("local", "--sandbox", help="Where the tests are counted (local or docker)."),
     force: bool = typer.Option(False, "--force", help="Replace a task folder that exists."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table (= --format json)."),
+    fmt: Optional[str] = FORMAT_OPTION,
 ) -> None:
     """Make SWE-CI evolution tasks from a git repository's history (base → target commit)."""
     from ahe.errors import AheError
@@ -83,7 +85,7 @@ def make_swe_ci(
         results.append(make_task(path, row["base"], row["target"], out, name=row["name"] or None,
                                  test_dirs=tests_dir or None, test_command=test_command, min_gap=min_gap, ci=ci,
                                  sandbox=sandbox, force=force))
-    if _print(results, as_json) == 0:
+    if _print(results, as_json, fmt) == 0:
         raise typer.Exit(1)
 
 
@@ -98,12 +100,13 @@ def import_swe_ci(
     tests_dir: Optional[list[str]] = typer.Option(None, "--tests-dir", help="Test folder(s) (default: tests); repeatable."),
     min_gap: int = typer.Option(1, "--min-gap", min=1, help="Keep a task only when its counted gap reaches this."),
     force: bool = typer.Option(False, "--force", help="Replace task folders that exist."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table (= --format json)."),
+    fmt: Optional[str] = FORMAT_OPTION,
 ) -> None:
     """Import the published SWE-CI dataset as docker tasks (needs a Docker engine)."""
     from ahe.tasks.sources.swe_ci.published import import_dataset
 
     results = import_dataset(root, out, split=split, only=task or None, ci=_ci(rounds, gamma),
                              test_dirs=tests_dir or None, min_gap=min_gap, force=force)
-    if _print(results, as_json) == 0:
+    if _print(results, as_json, fmt) == 0:
         raise typer.Exit(1)
