@@ -24,6 +24,7 @@ import yaml
 
 from tests.adversarial.record import Tally
 from tests.conftest import REPO, SEED, write_files
+from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
 from tests.ray_support import ray_cluster  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.bwrap
@@ -70,7 +71,15 @@ def test_harness_code_attacks_are_refused_on_ray(tmp_path, ray_cluster):
     _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address], "Ray")
 
 
-def _attack_under_eval(tmp_path: Path, extra: list[str], where: str) -> None:
+@pytest.mark.docker
+def test_harness_code_attacks_are_refused_with_the_docker_sandbox(tmp_path, docker_engine, base_image):
+    """The worker stays in its bwrap jail on the host; the task's container is reached only through
+    the sandbox channel (running the worker inside the container is not built: docs/confinement.md)."""
+    _attack_under_eval(tmp_path, ["--sandbox", "docker"], "docker sandbox",
+                       {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"})
+
+
+def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None) -> None:
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-left-behind-{tag}"
@@ -83,9 +92,11 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str) -> None:
         f"unsolved-{i}/{name}": text for i in (1, 2) for name, text in {
             "task.toml": f'[task]\nname = "unsolved-{i}"\n[agent]\ntimeout_sec = 120\n',
             "instruction.md": "Write ok to /app/out.txt.\n",
-            "tests/test.sh": "#!/bin/bash\ngrep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+            "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
+                             "grep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
             "tests/test_outputs.py": f"# hidden {secret[:8]}\n",
             "solution/solve.sh": "#!/bin/bash\necho ok > /app/out.txt\n",
+            **(task_files or {}),
         }.items()})
     out = tmp_path / "out"
     out.mkdir()
