@@ -75,9 +75,18 @@ class WorkerPool:
         else:
             self._idle.setdefault(key, []).append(worker)
 
+    async def drain(self) -> None:
+        """Kill the spares and forget the announced trials (an executor's batch is over); the
+        pool stays usable."""
+        self._expected = 0
+        await self._kill_spares()
+
     async def aclose(self) -> None:
         """Stop refilling; kill every spare."""
         self._closed = True
+        await self._kill_spares()
+
+    async def _kill_spares(self) -> None:
         tasks = [t for ts in self._filling.values() for t in ts]
         for t in tasks:
             t.cancel()

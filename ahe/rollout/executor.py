@@ -69,7 +69,10 @@ class AsyncioExecutor:
 
         # every trial ends before an error propagates: none is left running unobserved (its own
         # error would otherwise be dumped as a traceback when the event loop shuts down)
-        outcomes = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
+        try:
+            outcomes = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
+        finally:
+            await self.ctx.workers().drain()  # spares never outlive the batch they were launched for
         for out in outcomes:
             if isinstance(out, BaseException):
                 raise out
