@@ -211,3 +211,19 @@ async def test_the_gateway_sends_only_the_sampling_settings_the_harness_declared
     assert {r["max_tokens"] for r in mock.requests} == {16000}
     rows = [json.loads(x) for x in (tmp_path / "t" / "conversation.jsonl").read_text().splitlines()]
     assert sum("refused" in r and "sampling settings" in r["refused"] for r in rows) == 2
+
+
+async def test_the_record_of_a_session_is_bounded_on_the_hosts_disk(tmp_path, mock_llm, monkeypatch):
+    from ahe.confine import gateway as gw_mod
+
+    monkeypatch.setattr(gw_mod, "RECORD_LIMIT_BYTES", 2000)
+    monkeypatch.setattr(gw_mod, "REFUSALS_RECORDED", 3)
+    gw = ModelGateway(mock_llm({"name": "m", "rules": [], "default": {"reply": "ok"}}).client(), record_dir=tmp_path)
+    for i in range(5):
+        await gw.complete_request({"messages": [{"role": "user", "content": f"{i}" + "x" * 500}], "prefix": 0})
+    for _ in range(50):
+        gw.refuse("unknown operation 'spam'")
+    gw.close()
+    rows = [json.loads(x) for x in (tmp_path / "conversation.jsonl").read_text().splitlines()]
+    assert sum("omitted" in r for r in rows) >= 2 and sum("refused" in r for r in rows) == 4
+    assert (tmp_path / "conversation.jsonl").stat().st_size < 6000 and gw.calls == 5 and len(gw.refusals) == 50

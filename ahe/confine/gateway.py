@@ -21,6 +21,10 @@ from ahe.errors import ContextLengthError, InfrastructureError
 from ahe.llm.types import LLMSettings, ModelClient, Usage
 
 CONVERSATION_FILE = "conversation.jsonl"
+# What one session may put on the host's disk through the record: past it, calls are recorded
+# without their messages, and refusals are counted but no longer written one by one.
+RECORD_LIMIT_BYTES = 256 << 20
+REFUSALS_RECORDED = 100
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class ModelGateway:
         self._tools: Any = None
         self._recorded: list[Any] = []
         self._recorded_tools: Any = None
+        self._written = 0
 
     # ---------------------------------------------------------------- budget
     def _over_budget(self) -> str | None:
@@ -64,9 +69,10 @@ class ModelGateway:
         return None
 
     def refuse(self, reason: str) -> None:
-        """Count and record a request the gateway did not serve."""
+        """Count and record a request the gateway did not serve (the first REFUSALS_RECORDED)."""
         self.refusals.append(reason)
-        self._write({"refused": reason})
+        if len(self.refusals) <= REFUSALS_RECORDED:
+            self._write({"refused": reason})
 
     # ---------------------------------------------------------------- serving
     async def complete_request(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -137,11 +143,20 @@ class ModelGateway:
         return prefix
 
     def _write(self, row: dict[str, Any]) -> None:
-        if self._record is not None:
-            self._record.write(json.dumps(row, ensure_ascii=False) + "\n")
-            self._record.flush()
+        if self._record is None:
+            return
+        line = json.dumps(row, ensure_ascii=False) + "\n"
+        if self._written + len(line) > RECORD_LIMIT_BYTES and "call" in row:
+            row = {k: v for k, v in row.items() if k not in ("messages", "tools")}
+            row["omitted"] = f"the session's record passed {RECORD_LIMIT_BYTES >> 20} MB"
+            line = json.dumps(row, ensure_ascii=False) + "\n"
+        self._written += len(line)
+        self._record.write(line)
+        self._record.flush()
 
     def close(self) -> None:
+        if len(self.refusals) > REFUSALS_RECORDED:
+            self._write({"refused": f"{len(self.refusals) - REFUSALS_RECORDED} more refusals, not recorded one by one"})
         if self._record is not None:
             self._record.close()
             self._record = None
@@ -154,6 +169,6 @@ def read_conversation(path: Path) -> list[dict[str, Any]]:
         row = json.loads(line)
         if "call" not in row:
             continue
-        last = last[: row["prefix"]] + row["messages"]
+        last = last[: row["prefix"]] + row.get("messages", [])  # past the record's limit: not kept
         calls.append({**row, "messages": last})
     return calls
