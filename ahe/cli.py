@@ -60,7 +60,7 @@ def run(
     mock_policy: Optional[Path] = typer.Option(
         None, "--mock-policy", help="Start the scripted MOCK model server with this policy and use it (no real model)."
     ),
-    isolation: str = typer.Option("auto", "--isolation", help="Local sandbox isolation: auto, bwrap or none."),
+    isolation: str = typer.Option("auto", "--isolation", help="Isolation of the local sandbox and of the harness's confined worker: auto, bwrap or none."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Wall-clock limit of the session in seconds."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="With --task: run the task's verifier afterwards."),
 ) -> None:
@@ -100,7 +100,7 @@ def eval_(
         None, "--mock-policy", help="Start the scripted MOCK model server with this policy and use it (no real model)."
     ),
     sandbox: str = typer.Option("local", "--sandbox", help="local (bubblewrap) or docker."),
-    isolation: str = typer.Option("auto", "--isolation", help="Local sandbox isolation: auto, bwrap or none."),
+    isolation: str = typer.Option("auto", "--isolation", help="Isolation of the local sandbox and of the harness's confined worker: auto, bwrap or none."),
     retry_infra: int = typer.Option(0, "--retry-infra", min=0, help="Re-run trials that hit an infrastructure error up to N times."),
     agent_timeout: Optional[float] = typer.Option(None, "--agent-timeout", help="Override every task's agent timeout (s)."),
     keep_app: bool = typer.Option(False, "--keep-app", help="Keep each trial's /app folder after grading."),
@@ -249,7 +249,7 @@ def transfer(
     ),
     task: Optional[list[str]] = typer.Option(None, "--task", help="Only these tasks (names or globs); repeatable."),
     sandbox: str = typer.Option("local", "--sandbox", help="local (bubblewrap) or docker."),
-    isolation: str = typer.Option("auto", "--isolation", help="Local sandbox isolation: auto, bwrap or none."),
+    isolation: str = typer.Option("auto", "--isolation", help="Isolation of the local sandbox and of the harness's confined worker: auto, bwrap or none."),
     retry_infra: int = typer.Option(0, "--retry-infra", min=0, help="Re-run trials that hit an infrastructure error up to N times."),
     agent_timeout: Optional[float] = typer.Option(None, "--agent-timeout", help="Override every task's agent timeout (s)."),
     json_out: bool = typer.Option(False, "--json", help="Print transfer.json instead of the table (= --format json)."),

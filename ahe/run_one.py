@@ -30,11 +30,11 @@ def run_one(
     timeout: float | None,
     verify: bool,
 ) -> dict:
-    from ahe.runtime import load_agent
+    from ahe.confine.host import check_workspace_loads
 
     console = Console(stderr=True, soft_wrap=True)  # whole lines in a log file
-    agent = load_agent(workspace)
     task = _load_task(task_dir, workdir, isolation)
+    check_workspace_loads(workspace, isolation)  # type: ignore[arg-type]  # loaded in a worker, never here
     if task is not None:
         instruction = task.instruction
         timeout = task.agent_timeout_sec if timeout is None else timeout
@@ -48,7 +48,7 @@ def run_one(
         if url:
             console.print(escape(f"using the scripted MOCK model server at {url} (policy {mock_policy})"), style="yellow")
         cfg = RoleConfig(model=model or ("mock" if url and not model else None), base_url=url or base_url)
-        summary = asyncio.run(_run_session(agent, cfg, task, instruction or "", out, workdir, isolation, timeout, verify))
+        summary = asyncio.run(_run_session(workspace, cfg, task, instruction or "", out, workdir, isolation, timeout, verify))
     (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     _print_summary(console, summary)
     return summary
@@ -70,11 +70,12 @@ def _load_task(task_dir: Path | None, workdir: Path | None, isolation: str) -> A
     return task
 
 
-async def _run_session(agent: Any, cfg: RoleConfig, task: Any, instruction: str, out: Path, workdir: Path | None,
+async def _run_session(workspace: Path, cfg: RoleConfig, task: Any, instruction: str, out: Path, workdir: Path | None,
                        isolation: str, timeout: float | None, verify: bool) -> dict:
-    """Sandbox up, the task's setup, the session, the verifier (with --verify), sandbox down: result.json's content."""
+    """Sandbox up, the task's setup, the session (the harness's code in a confined worker, as in
+    every rollout: docs/confinement.md), the verifier (with --verify), sandbox down: result.json's content."""
+    from ahe.confine.host import ConfinedSessionSpec, run_confined_session
     from ahe.llm import make_client
-    from ahe.runtime import Session
 
     client = make_client("agent", cfg)
     sandbox = _make_sandbox(task, out, workdir, isolation)
@@ -84,8 +85,9 @@ async def _run_session(agent: Any, cfg: RoleConfig, task: Any, instruction: str,
             from ahe.tasks import run_setup
 
             await run_setup(task, sandbox)
-        session = Session(agent, client, sandbox=sandbox, trace_dir=out, wall_clock_sec=timeout)
-        result = await session.run(instruction)
+        result = await run_confined_session(workspace, ConfinedSessionSpec(
+            instruction=instruction, trace_dir=out, wall_clock_sec=timeout), client, sandbox,
+            mode=isolation)  # type: ignore[arg-type]
         summary = json.loads(result.model_dump_json())
         if task is not None and verify:
             from ahe.tasks import run_verifier

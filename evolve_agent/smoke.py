@@ -220,7 +220,8 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     from ahe.errors import ConfigError
     from ahe.llm import make_client
     from ahe.llm.types import RoleConfig
-    from ahe.runtime import Session, load_agent
+    from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker
+    from ahe.runtime import load_agent
     from ahe.sandbox.local import LocalSandbox
     from ahe.testing import MockLLMServer, Policy
 
@@ -243,7 +244,7 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     own_trace = trace_dir is None
     trace = make_temp_dir("smoke-trace") if own_trace else Path(trace_dir)
     app = make_temp_dir("smoke-app")
-    sandbox = client = None
+    sandbox = client = worker = None
     try:
         if url is None:
             server = MockLLMServer(Policy.from_dict(smoke_policy(agent, token, report)), log_requests=False)
@@ -252,13 +253,15 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
                                                  backoff_initial_sec=0.01, backoff_max_sec=0.05), env={})
         turns = _plan_length(agent, token) + 3
         _raise_turns(agent, turns)
+        # The session runs the harness's hooks and tools: in a confined worker, as every rollout does.
+        worker = await ConfinedWorker.launch(root, "auto")
         sandbox = LocalSandbox(app, isolation="auto")
         await sandbox.start()
-        session = Session(agent, client, sandbox=sandbox, trace_dir=trace, wall_clock_sec=timeout_sec)
         instruction = (f"{_marker(token, 'main')} MOCK smoke session of the AHE validation gate: each tool, skill "
                        "and sub-agent is called once with minimal arguments.")
+        spec = ConfinedSessionSpec(instruction=instruction, trace_dir=trace, wall_clock_sec=timeout_sec, min_turns=turns)
         try:
-            result = await session.run(instruction)
+            result = await worker.run(spec, client, sandbox)
         except ConfigError as exc:
             report.errors.append(f"a session cannot start with this harness: {exc}")
             return report
@@ -270,6 +273,8 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     except Exception as exc:
         report.errors.append(f"the smoke session could not run ({type(exc).__name__}: {exc})")
     finally:
+        if worker is not None:
+            await worker.close()
         if sandbox is not None:
             try:
                 await sandbox.stop()

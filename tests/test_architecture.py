@@ -21,6 +21,7 @@ LAYERS = [
     "ahe.llm",
     "ahe.runtime",
     "ahe.sandbox",
+    "ahe.confine",
     "ahe.testing",
     "ahe.tasks",
     "ahe.rollout",

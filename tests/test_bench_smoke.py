@@ -57,6 +57,15 @@ def test_a_failing_peer_says_why(tmp_path):
     assert "minisweagent" in mini["errors"][0]
 
 
+@pytest.mark.bwrap
+def test_confine_smoke(tmp_path):
+    data = run("bench_confine.py", tmp_path / "cf.json", "--calls", "5", "--repeat", "1", "--sessions", "2",
+               "--latency", "0.05")
+    assert set(data["overhead"]) == {"inproc|noop", "confined|noop", "inproc|shell", "confined|shell"}
+    assert all(len(v["overhead"]) == 1 for v in data["overhead"].values())
+    assert {k: v["ok"] for k, v in data["concurrency"].items()} == {"inproc|2": True, "confined|2": True}
+
+
 def test_bookkeeping_smoke(tmp_path):
     data = run("bench_bookkeeping.py", tmp_path / "b.json", "--tasks", "4", "--repeat", "1")
     assert data["check"]["done_trials"] == 8 and data["check"]["pending"] == 0

@@ -77,7 +77,7 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
         expected = json.loads(expected_file.read_text())
         sandbox = _sandbox_for(spec, live)
         env = ci_loop.LoopEnv(
-            task=task, sandbox=sandbox, programmer=ctx.agent(spec.workspace),
+            task=task, sandbox=sandbox, programmer=spec.workspace, isolation=spec.isolation,
             architect=load_agent(ci_loop.ARCHITECT_WORKSPACE), client=ctx.client(spec), trial_dir=spec.trial_dir,
             ci=ci, expected=expected, session_wall_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
             verifier_timeout_sec=spec.verifier_timeout_sec, pass_threshold=spec.pass_threshold,

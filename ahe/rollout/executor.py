@@ -48,6 +48,8 @@ class AsyncioExecutor:
 
     async def run(self, specs: Sequence[TrialSpec], *, on_event: OnEvent | None = None) -> list[TrialResult | None]:
         sem = asyncio.Semaphore(self.concurrency)
+        # trials beyond the first `concurrency` start later: their confined workers can be launched ahead
+        self.ctx.workers().expect(max(0, len(specs) - self.concurrency))
         failed: list[BaseException] = []
 
         async def one(spec: TrialSpec) -> TrialResult | None:
@@ -67,7 +69,10 @@ class AsyncioExecutor:
 
         # every trial ends before an error propagates: none is left running unobserved (its own
         # error would otherwise be dumped as a traceback when the event loop shuts down)
-        outcomes = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
+        try:
+            outcomes = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
+        finally:
+            await self.ctx.workers().drain()  # spares never outlive the batch they were launched for
         for out in outcomes:
             if isinstance(out, BaseException):
                 raise out

@@ -29,6 +29,7 @@ from ahe.tasks.snapshot import TaskChanged
 def _preload() -> None:
     """Import what every trial needs (the openai SDK alone takes ~1 s) before the runner says
     it is ready, so the node's first trial does not stall the trials started beside it."""
+    import ahe.confine.host  # noqa: F401
     import ahe.llm.client  # noqa: F401
     import ahe.runtime  # noqa: F401
     import ahe.sandbox.local  # noqa: F401

@@ -67,12 +67,14 @@ def _git_commit(path: Path) -> str | None:
 
 def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     """Which trials still need running; loads tasks and the workspace first (fail fast)."""
-    from ahe.runtime import load_agent
+    from ahe.confine.host import check_workspace_loads
     from ahe.tasks import load_tasks
     from ahe.tasks.sandboxes import can_run
     from ahe.tasks.snapshot import SEAL_DIR, seal_summary, seal_tasks
 
-    load_agent(cfg.workspace)  # a broken harness fails here, before any sandbox starts
+    # A broken harness fails here, before any sandbox starts; loaded in a confined worker, as
+    # every trial will load it: AHE's own process never imports the harness's code.
+    check_workspace_loads(cfg.workspace, cfg.isolation)
     loaded = load_tasks(cfg.tasks_dir, include=cfg.include or None)
     if not loaded.tasks and not loaded.errors:
         where = f" matching {', '.join(cfg.include)}" if cfg.include else ""
@@ -176,6 +178,8 @@ async def run_rollouts(
     finally:
         if owned and hasattr(executor, "close"):
             executor.close()
+        if owned and getattr(executor, "ctx", None) is not None:
+            await executor.ctx.aclose()  # its spare confined workers and connection pools
         summary = summarize(list(results.values()), k=cfg.k, expected=plan.expected)
         summary.wall_sec = round(time.monotonic() - t0, 3)
         summary.benchmark_hash, summary.task_hashes = plan.seal.get("benchmark_hash"), plan.seal.get("task_hashes", {})

@@ -31,23 +31,22 @@ RESULT_FILE = "result.json"
 
 @dataclass
 class TrialContext:
-    """Per-process caches shared by the trials an executor runs: agents, clients, usage."""
+    """Per-process caches shared by the trials an executor runs: clients, usage, spare confined
+    workers. The harness itself is never loaded here: each trial's worker loads it."""
 
     ledger: UsageLedger = field(default_factory=UsageLedger)
     # Where model clients read base URL, model and key; None = os.environ. A Ray worker passes
     # the keys it was handed in memory, so they never enter its process environment.
     env: Mapping[str, str] | None = None
-    _agents: dict[tuple[str, str], Any] = field(default_factory=dict)
     _clients: dict[str, ModelClient] = field(default_factory=dict)
+    _workers: Any = None  # ahe.confine.pool.WorkerPool: spare confined workers, made on first use
 
-    def agent(self, workspace: Path) -> Any:
-        from ahe.runtime import load_agent
-        from ahe.runtime.imports import code_hash
+    def workers(self) -> Any:
+        if self._workers is None:
+            from ahe.confine.pool import WorkerPool
 
-        key = (str(workspace), code_hash(workspace))
-        if key not in self._agents:
-            self._agents[key] = load_agent(workspace)
-        return self._agents[key]
+            self._workers = WorkerPool()
+        return self._workers
 
     def client(self, spec: TrialSpec) -> ModelClient:
         key = spec.agent_role.model_dump_json()
@@ -60,7 +59,11 @@ class TrialContext:
 
     async def aclose(self) -> None:
         """Close the clients' connection pools on the loop that opened them (else they are closed
-        by the garbage collector on a loop that is gone: "Event loop is closed")."""
+        by the garbage collector on a loop that is gone: "Event loop is closed"); kill the spare
+        confined workers."""
+        if self._workers is not None:
+            await self._workers.aclose()
+            self._workers = None
         for client in self._clients.values():
             close = getattr(client, "aclose", None)
             if close is not None:
@@ -107,7 +110,9 @@ SCRATCH = ("stage", "root/tmp", "root/home")
 
 async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
     """Run one trial from scratch and write its result.json. Never raises for trial failures."""
-    from ahe.runtime import Session, StopReason
+    from ahe.confine.host import ConfinedSessionSpec
+    from ahe.confine.budget import trial_budget
+    from ahe.runtime import StopReason
     from ahe.tasks import load_task, run_setup, run_verifier
     from ahe.tasks.snapshot import check_folder, verifier_task
 
@@ -121,27 +126,28 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         shutil.rmtree(spec.trial_dir)  # a half-finished trial is re-run from scratch
     spec.trial_dir.mkdir(parents=True)
     result = TrialResult(task=spec.task_name, trial=spec.trial, attempt=spec.attempt, started_at=now_iso())
-    sandbox = None
+    sandbox = worker = None
     try:
         task = load_task(spec.task_dir)
         seal = seal_of(spec)
         if seal is not None:  # a task changed by an earlier trial stops the run before this one starts
             check_folder(seal, spec.task_dir)
-        agent = ctx.agent(spec.workspace)
         client = ctx.client(spec)
+        # The harness's code runs in a confined worker (DESIGN §11.5), launched first so that its
+        # imports overlap the sandbox's start and the task's setup.
+        worker = await ctx.workers().acquire(spec.workspace, spec.isolation)
         sandbox = _sandbox_for(spec, task)
         await sandbox.start()
         await run_setup(task, sandbox)
 
         t_agent = time.monotonic()
-        session = Session(
-            agent,
-            client,
-            sandbox=sandbox,
+        sres = await worker.run(ConfinedSessionSpec(
+            instruction=task.instruction,
             trace_dir=spec.trial_dir,
             wall_clock_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
-        )
-        sres = await session.run(task.instruction)
+            budget=trial_budget(spec.workspace),
+        ), client, sandbox)
+        await worker.close()  # nothing the harness started outlives its session
         result.agent_duration_sec = round(time.monotonic() - t_agent, 3)
         result.stop_reason = sres.stop_reason.value
         result.turns, result.tool_calls, result.tool_errors = sres.turns, sres.tool_calls, sres.tool_errors
@@ -176,6 +182,8 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         result.error = f"{type(exc).__name__}: {exc}"
         (spec.trial_dir / "error.txt").write_text(traceback.format_exc())
     finally:
+        if worker is not None:
+            await worker.close()
         await stop_sandbox(sandbox, spec.trial_dir)
     return write_result(spec, result, t0)
 

@@ -159,9 +159,17 @@ def replay_change_isolated(repo: Path, commit: str, iteration_dir: Path, *, base
     job = {"repo": str(repo), "commit": commit, "iteration_dir": str(iteration_dir), "base": base,
            "change_id": change_id, "settings": settings.model_dump(), "tasks_dir": str(tasks_dir) if tasks_dir else None}
     failed = ReplayReport(change_id=change_id, commit=commit, replayable=False)
+    from evolve_agent.replay.jailed import jailed_command
+
     try:
-        proc = subprocess.run([sys.executable, "-m", "evolve_agent.replay"], input=json.dumps(job), text=True,
-                              capture_output=True, timeout=settings.timeout_sec)
+        with temp_dir("replay-jail") as tmp:
+            # the change's hooks and tools run in this child: jailed like a rollout's worker
+            jailed = jailed_command(job, Path(tmp))
+            argv, env = [sys.executable, "-m", "evolve_agent.replay"], None
+            if jailed is not None:
+                argv, job, env = jailed
+            proc = subprocess.run(argv, input=json.dumps(job), text=True, capture_output=True,
+                                  timeout=settings.timeout_sec, env=env)
     except subprocess.TimeoutExpired:
         failed.reason = f"the replay did not finish within {settings.timeout_sec:g} s (evolve.replay.timeout_sec); a hook may hang"
         failed.errors.append(failed.reason)

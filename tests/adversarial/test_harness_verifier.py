@@ -1,5 +1,10 @@
 """Harness code rewrites a verifier (issue 21): refused by the sealed snapshot (ahe/tasks/snapshot.py).
 
+The harness's code runs confined (docs/confinement.md), which already keeps it from the task
+folders (tests/adversarial/test_harness_code_escapes.py). These tests turn confinement off
+(AHE_CONFINE=none) to check the second layer on its own: were the harness's code ever to reach
+the host's files, the sealed snapshot still judges every trial and stops the run.
+
 The harness's middleware runs at every rollout; here it rewrites, on the host, what judges the
 trials: the live task's tests/test.sh (before its session, or while the verifier runs), the
 run's sealed snapshot, and then the run is resumed on the rewritten task. Real bwrap trials,
@@ -96,7 +101,8 @@ def _judged(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in out.glob("rollouts/*/*/result.json")]
 
 
-async def test_harness_code_rewriting_a_verifier_is_refused(tmp_path, mock_llm):
+async def test_harness_code_rewriting_a_verifier_is_refused(tmp_path, mock_llm, monkeypatch):
+    monkeypatch.setenv("AHE_CONFINE", "none")  # the layer behind confinement, on its own
     tally = Tally("harness code")
     mock = mock_llm({"rules": [{"reply": "done"}]})  # the agent never writes /app/out.txt
 
@@ -106,7 +112,7 @@ async def test_harness_code_rewriting_a_verifier_is_refused(tmp_path, mock_llm):
     tally("rewrite a task's tests/test.sh on the host (before its session)",
           stop is not None and "task victim changed during the run: tests/test.sh was changed" in stop
           and not any(r["passed"] for r in judged),
-          "sealed snapshot: live folder checked before each verifier stage; the run stops",
+          "sealed snapshot (confinement off): live folder checked before each verifier stage; the run stops",
           note=f"{len(judged)} trial(s) judged; stop: {(stop or 'none').split(' in /')[0]}")
 
     tasks, ws, out = _setup(tmp_path, "during-verifier")
@@ -115,7 +121,7 @@ async def test_harness_code_rewriting_a_verifier_is_refused(tmp_path, mock_llm):
     tally("rewrite a task's tests/test.sh while its verifier runs",
           stop is not None and "tests/test.sh was changed" in stop and len(judged) == 1
           and judged[0]["raw_reward"] == 0.0 and not judged[0]["passed"],
-          "sealed snapshot: the verifier ran the sealed copy; the next trial's start check stops the run",
+          "sealed snapshot (confinement off): the verifier ran the sealed copy; the next trial's start check stops the run",
           note=f"reward {judged[0]['raw_reward'] if judged else None} from the snapshot")
 
     tasks, ws, out = _setup(tmp_path, "sealed")
@@ -123,7 +129,7 @@ async def test_harness_code_rewriting_a_verifier_is_refused(tmp_path, mock_llm):
     judged = _judged(out)
     tally("rewrite the run's sealed snapshot",
           stop is not None and "the sealed snapshot of task victim was altered" in stop and not judged,
-          "sealed snapshot: its hash is checked before each use; the run stops")
+          "sealed snapshot (confinement off): its hash is checked before each use; the run stops")
 
     # resume on the task the first attack rewrote (a new process reads the seal from the run folder)
     tasks, ws, out = tmp_path / "live" / "tasks", SEED, tmp_path / "live" / "out"
@@ -168,7 +174,7 @@ def test_a_kept_middleware_that_rewrites_verifiers_stops_the_evolution(tmp_path)
 
     def evolve(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", *args, "-q"], capture_output=True, text=True,
-                              timeout=600, env=dict(os.environ))
+                              timeout=600, env={**os.environ, "AHE_CONFINE": "none"})  # the layer behind confinement
 
     proc = evolve(str(cfg_path), "--run-dir", str(run))
     err = " ".join(proc.stderr.split())
@@ -182,7 +188,7 @@ def test_a_kept_middleware_that_rewrites_verifiers_stops_the_evolution(tmp_path)
           proc.returncode != 0 and "Traceback" not in proc.stderr and "changed since this run sealed it: tests/test.sh was changed" in err
           and [s["iteration"] for s in scores["iterations"]] == [1] and not list(run.glob("iterations/002/rollouts/*/*/result.json"))
           and sealed_ok,
-          "sealed snapshot: the next rollout's check stops the run before any trial is judged",
+          "sealed snapshot (confinement off): the next rollout's check stops the run before any trial is judged",
           note=f"middleware change accepted: {'middleware' in accepted}; {len(rewritten)} live test.sh rewritten by it; "
                f"iteration 1 pass@1 {scores['iterations'][0]['pass_at_1']:.3f}")
     resumed = evolve("--resume", str(run))

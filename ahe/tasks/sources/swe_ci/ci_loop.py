@@ -46,7 +46,7 @@ class LoopEnv:
 
     task: Task
     sandbox: Any
-    programmer: Any  # the harness under evolution (a loaded agent)
+    programmer: Any  # the harness under evolution: its workspace folder (run confined), or a loaded agent
     architect: Any  # the Architect workspace, loaded
     client: Any  # the model client both agents use
     trial_dir: Path
@@ -56,6 +56,7 @@ class LoopEnv:
     verifier_timeout_sec: float | None = None
     pass_threshold: float = 1.0
     on_round: Any = None  # called with each finished RoundRecord
+    isolation: str = "auto"  # the confined worker's mode for the programmer (the rollout's isolation)
 
 
 def _children(folder: Path) -> list[Path]:
@@ -142,10 +143,17 @@ async def _grade(env: LoopEnv, out: Path) -> tuple[dict, dict]:
 async def _session(env: LoopEnv, agent: Any, trace_dir: Path, message: str) -> Any:
     from ahe.runtime import Session, StopReason
 
-    res = await Session(agent, env.client, sandbox=env.sandbox, trace_dir=trace_dir,
-                        wall_clock_sec=env.session_wall_sec).run(message)
+    if isinstance(agent, Path):  # the harness's own code: in a confined worker (docs/confinement.md)
+        from ahe.confine.host import ConfinedSessionSpec, run_confined_session
+
+        res = await run_confined_session(agent, ConfinedSessionSpec(
+            instruction=message, trace_dir=trace_dir, wall_clock_sec=env.session_wall_sec), env.client, env.sandbox,
+            mode=env.isolation)
+    else:
+        res = await Session(agent, env.client, sandbox=env.sandbox, trace_dir=trace_dir,
+                            wall_clock_sec=env.session_wall_sec).run(message)
     if res.stop_reason == StopReason.infra_error:
-        raise InfrastructureError(f"{agent.name}: {res.detail}", kind=res.infra_error_kind or "llm")
+        raise InfrastructureError(f"{res.agent}: {res.detail}", kind=res.infra_error_kind or "llm")
     return res
 
 

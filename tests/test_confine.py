@@ -1,0 +1,229 @@
+"""The confined worker and the model gateway (ahe/confine, docs/confinement.md).
+
+Real bwrap, the real openai SDK against the scripted MOCK server over HTTP, real files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ahe.confine import host as confine_host
+from ahe.confine.gateway import GatewayBudget, ModelGateway, read_conversation
+from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker, check_workspace_loads, run_confined_session
+from ahe.confine.trace_files import write_trace_files
+from ahe.errors import ConfigError
+from ahe.runtime.results import StopReason
+from tests.conftest import REPO, SEED
+
+pytestmark = pytest.mark.bwrap
+NOOP = REPO / "bench" / "workspaces" / "noop"
+
+
+def _steps(n: int) -> dict:
+    rules = [{"name": "end", "match": {"turn_min": n}, "reply": "Done."},
+             {"name": "step", "match": {}, "tool_calls": [{"name": "noop", "arguments": {"command": "x"}}]}]
+    return {"name": "steps (MOCK)", "rules": rules}
+
+
+def _with_middleware(tmp_path: Path, body: str, base: Path = NOOP) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(base, ws)
+    (ws / "middleware").mkdir()
+    (ws / "middleware" / "m.py").write_text("from ahe.runtime import Middleware\n\nclass M(Middleware):\n" + body)
+    cfg = yaml.safe_load((ws / "agent.yaml").read_text())
+    cfg["middleware"] = [{"binding": "middleware.m:M"}]
+    (ws / "agent.yaml").write_text(yaml.safe_dump(cfg))
+    return ws
+
+
+async def test_a_confined_session_is_metered_and_recorded_by_the_gateway(tmp_path, mock_llm):
+    mock = mock_llm(_steps(5))
+    res = await run_confined_session(NOOP, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                     mock.client(), mode="bwrap")
+    assert res.stop_reason == StopReason.no_tool_call and res.turns == 5 and res.tool_calls == 4
+    calls = read_conversation(tmp_path / "t" / "conversation.jsonl")
+    assert len(calls) == 5 == len(mock.requests)
+    for call, sent in zip(calls, mock.requests):  # the record rebuilds exactly what reached the model
+        assert call["messages"] == sent["messages"]
+    assert res.usage.prompt_tokens == sum(c["response"]["usage"]["prompt_tokens"] for c in calls) > 0
+    assert res.trajectory_path == str(tmp_path / "t" / "trajectory.json")
+    assert json.loads(Path(res.trajectory_path).read_text())["steps"]
+
+
+async def test_the_usage_is_the_gateways_whatever_the_worker_claims(tmp_path, mock_llm):
+    ws = _with_middleware(tmp_path, "    def after_session(self, s, result):\n"
+                                    "        result.usage.prompt_tokens = 10**9\n")
+    res = await run_confined_session(ws, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                     mock_llm(_steps(2)).client(), mode="bwrap")
+    assert 0 < res.usage.prompt_tokens < 10**6
+
+
+async def test_the_gateway_refuses_calls_past_the_budget(tmp_path, mock_llm):
+    spec = ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t", budget=GatewayBudget(max_requests=3))
+    res = await run_confined_session(NOOP, spec, mock_llm(_steps(10)).client(), mode="bwrap")
+    assert res.stop_reason == StopReason.infra_error and res.infra_error_kind == "budget"
+    assert "budget of 3 requests" in res.detail
+    rows = [json.loads(x) for x in (tmp_path / "t" / "conversation.jsonl").read_text().splitlines()]
+    assert sum("call" in r for r in rows) == 3 and any("refused" in r for r in rows)
+
+
+async def test_a_worker_that_exits_ends_its_session_as_an_infra_error(tmp_path, mock_llm):
+    ws = _with_middleware(tmp_path, "    def before_model(self, s, messages):\n        import os\n        os._exit(7)\n")
+    res = await run_confined_session(ws, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                     mock_llm(_steps(3)).client(), mode="bwrap")
+    assert res.stop_reason == StopReason.infra_error and res.infra_error_kind == "worker"
+    assert "exited (code 7)" in res.detail
+
+
+async def test_a_hook_that_hangs_past_the_wall_clock_is_killed(tmp_path, mock_llm, monkeypatch):
+    monkeypatch.setattr(confine_host, "GRACE_SEC", 1.0)
+    ws = _with_middleware(tmp_path, "    def before_session(self, s):\n        import time\n        time.sleep(600)\n")
+    worker = await ConfinedWorker.launch(ws, "bwrap")
+    try:
+        res = await worker.run(ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t", wall_clock_sec=1),
+                               mock_llm(_steps(3)).client())
+    finally:
+        await worker.close()
+    assert res.stop_reason == StopReason.wall_clock and worker.proc.returncode is not None
+
+
+async def test_the_sandbox_channel_runs_the_tools_commands_in_the_trials_sandbox(tmp_path, mock_llm):
+    from ahe.sandbox.local import LocalSandbox
+
+    policy = {"name": "shell (MOCK)", "rules": [
+        {"name": "end", "match": {"turn_min": 2}, "reply": "Done."},
+        {"name": "run", "match": {}, "tool_calls": [{"name": "run_shell_command",
+                                                     "arguments": {"command": "echo hi > /app/out.txt; cat /app/out.txt"}}]}]}
+    sandbox = LocalSandbox(tmp_path / "app", root_dir=tmp_path / "root", isolation="bwrap")
+    await sandbox.start()
+    try:
+        res = await run_confined_session(SEED, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                         mock_llm(policy).client(), sandbox, mode="bwrap")
+    finally:
+        await sandbox.stop()
+    assert res.stop_reason == StopReason.no_tool_call and res.tool_errors == 0
+    assert (tmp_path / "app" / "out.txt").read_text() == "hi\n"
+
+
+def test_a_broken_harness_is_reported_with_its_host_path(tmp_path):
+    ws = tmp_path / "ws"
+    shutil.copytree(NOOP, ws)
+    (ws / "agent.yaml").write_text((ws / "agent.yaml").read_text() + "\nbogus_key: 1\n")
+    with pytest.raises(ConfigError) as err:
+        check_workspace_loads(ws, "bwrap")
+    assert str(ws / "agent.yaml") in str(err.value) and "bogus_key" in str(err.value)
+    check_workspace_loads(NOOP, "bwrap")  # a good one loads
+
+
+def test_trace_files_are_written_only_where_a_session_writes(tmp_path):
+    import base64
+
+    (tmp_path / "outside.txt").write_text("keep")
+    os.symlink(tmp_path / "outside.txt", tmp_path / "events.jsonl")
+    data = base64.b64encode(b"x").decode()
+    refused = write_trace_files(tmp_path, {"trajectory.json": data, "../evil": data, "result.json": data,
+                                           "sub_agents/01-helper/trajectory.json": data, "verifier/reward.txt": data})
+    assert sorted(refused) == ["../evil", "result.json", "verifier/reward.txt"]
+    assert (tmp_path / "sub_agents" / "01-helper" / "trajectory.json").read_bytes() == b"x"
+    with pytest.raises(OSError):  # never through a link
+        write_trace_files(tmp_path, {"events.jsonl": data})
+    assert (tmp_path / "outside.txt").read_text() == "keep"
+
+
+async def test_the_gateway_rebuilds_deltas_and_records_each_call(tmp_path, mock_llm):
+    gw = ModelGateway(mock_llm({"name": "m", "rules": [], "default": {"reply": "ok"}}).client(), record_dir=tmp_path)
+    m1 = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    a = await gw.complete_request({"messages": m1, "prefix": 0})
+    m2 = [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}]
+    b = await gw.complete_request({"messages": m2, "prefix": 2})
+    bad = await gw.complete_request({"messages": [], "prefix": 99})
+    gw.close()
+    assert "response" in a and "response" in b and bad["error"]["type"] == "value"
+    calls = read_conversation(tmp_path / "conversation.jsonl")
+    assert [len(c["messages"]) for c in calls] == [2, 4] and gw.calls == 2 and gw.refusals
+
+
+async def test_spare_workers_are_launched_only_for_announced_trials_and_killed_at_close(tmp_path, mock_llm):
+    import asyncio
+
+    from ahe.confine.pool import WorkerPool
+
+    pool = WorkerPool(spares=2)
+    first = await pool.acquire(NOOP, "bwrap")
+    assert not pool._filling.get(next(iter(pool._idle))) and not any(pool._idle.values())  # nothing announced
+    pool.expect(1)
+    second = await pool.acquire(NOOP, "bwrap")
+    for _ in range(600):
+        if any(pool._idle.values()):
+            break
+        await asyncio.sleep(0.05)
+    spare = next(w for ws in pool._idle.values() for w in ws)
+    third = await pool.acquire(NOOP, "bwrap")
+    assert third is spare and not any(pool._idle.values())  # one spare for the one announced trial
+    res = await third.run(ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"), mock_llm(_steps(2)).client())
+    assert res.stop_reason == StopReason.no_tool_call
+    for w in (first, second, third):
+        await w.close()
+        assert w.proc.returncode is not None
+    await pool.aclose()
+
+
+async def test_without_a_jail_the_worker_still_holds_no_key(tmp_path, mock_llm, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-a-worker")
+    ws = _with_middleware(tmp_path, "    def before_session(self, s):\n        import os\n"
+                                    "        s.note('env', keys=sorted(os.environ), key=os.environ.get('OPENAI_API_KEY'))\n")
+    with pytest.warns(RuntimeWarning, match="NOT confined"):
+        res = await run_confined_session(ws, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                         mock_llm(_steps(2)).client(), mode="none")
+    assert res.stop_reason == StopReason.no_tool_call and res.usage.prompt_tokens > 0
+    note = next(json.loads(x) for x in (tmp_path / "t" / "events.jsonl").read_text().splitlines() if '"env"' in x)
+    assert note["key"] is None and set(note["keys"]) <= {"PATH", "LANG", "USER", "HOME", "TMPDIR", "PYTHONHASHSEED", "LC_CTYPE"}
+
+
+def test_the_trace_a_worker_hands_back_is_capped_in_total(tmp_path):
+    import base64
+
+    from ahe.confine.trace_files import TraceSink
+
+    sink = TraceSink(tmp_path, 3100)
+    blob = base64.b64encode(b"x" * 1000).decode()
+    refused = [sink.write({f"sub_agents/{i:02d}-s/trajectory.json": blob}) for i in range(5)]
+    assert [bool(r) for r in refused] == [False, False, False, True, True]
+    assert sink.write({"sub_agents/00-s/trajectory.json": blob}) == []  # rewriting a file does not add up
+    assert sum(p.stat().st_size for p in tmp_path.rglob("*.json")) == 3000
+
+
+async def test_the_gateway_sends_only_the_sampling_settings_the_harness_declared(tmp_path, mock_llm):
+    from ahe.confine.budget import trial_budget
+
+    ws = _with_middleware(tmp_path, "    def before_session(self, s):\n"
+                                    "        s._s.agent.config.llm.max_tokens = 999999\n")
+    mock = mock_llm(_steps(2))
+    spec = ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t", budget=trial_budget(ws))
+    res = await run_confined_session(ws, spec, mock.client(), mode="bwrap")
+    assert res.stop_reason == StopReason.no_tool_call
+    assert {r["max_tokens"] for r in mock.requests} == {16000}
+    rows = [json.loads(x) for x in (tmp_path / "t" / "conversation.jsonl").read_text().splitlines()]
+    assert sum("refused" in r and "sampling settings" in r["refused"] for r in rows) == 2
+
+
+async def test_the_record_of_a_session_is_bounded_on_the_hosts_disk(tmp_path, mock_llm, monkeypatch):
+    from ahe.confine import gateway as gw_mod
+
+    monkeypatch.setattr(gw_mod, "RECORD_LIMIT_BYTES", 2000)
+    monkeypatch.setattr(gw_mod, "REFUSALS_RECORDED", 3)
+    gw = ModelGateway(mock_llm({"name": "m", "rules": [], "default": {"reply": "ok"}}).client(), record_dir=tmp_path)
+    for i in range(5):
+        await gw.complete_request({"messages": [{"role": "user", "content": f"{i}" + "x" * 500}], "prefix": 0})
+    for _ in range(50):
+        gw.refuse("unknown operation 'spam'")
+    gw.close()
+    rows = [json.loads(x) for x in (tmp_path / "conversation.jsonl").read_text().splitlines()]
+    assert sum("omitted" in r for r in rows) >= 2 and sum("refused" in r for r in rows) == 4
+    assert (tmp_path / "conversation.jsonl").stat().st_size < 6000 and gw.calls == 5 and len(gw.refusals) == 50
