@@ -142,7 +142,8 @@ def _cfg(tasks: Path, ws: Path, url: str, **kw) -> RolloutConfig:
 
 
 @pytestmark_bwrap
-async def test_a_harness_that_rewrites_a_verifier_stops_the_run_and_judges_nothing(tmp_path, mock_llm):
+async def test_a_harness_that_rewrites_a_verifier_stops_the_run_and_judges_nothing(tmp_path, mock_llm, monkeypatch):
+    monkeypatch.setenv("AHE_CONFINE", "none")  # the layer behind confinement, on its own (ahe/confine refuses it first)
     tasks = make_tasks(tmp_path / "tasks")
     original = {p: p.read_bytes() for p in tasks.rglob("*") if p.is_file()}
     ws = hostile_workspace(tmp_path / "ws", tasks)
@@ -244,8 +245,10 @@ def test_evolve_records_the_benchmark_hash_and_its_resume_refuses_after_a_task_e
 
 
 @pytestmark_bwrap
-def test_transfer_seals_before_either_side_and_a_rewriting_harness_stops_it(tmp_path):
+def test_transfer_seals_before_either_side_and_a_rewriting_harness_stops_it(tmp_path, monkeypatch):
     from ahe.report.transfer import run_transfer
+
+    monkeypatch.setenv("AHE_CONFINE", "none")  # the layer behind confinement, on its own
 
     tasks = make_tasks(tmp_path / "tasks", ("alpha",))
     ws = hostile_workspace(tmp_path / "ws", tasks)

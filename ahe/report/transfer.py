@@ -255,20 +255,25 @@ def run_transfer(
                            out_harness=str(sides["harness"][1]),
                            out_baseline=str(sides["baseline"][1]))
                 rows.append(row)
-    data = {
+    data = _transfer_record(h, b, entries, tasks, k, mock_policy is not None, rows)
+    atomic_write_json(out / "transfer.json", data)
+    return data
+
+
+def _transfer_record(h: dict, b: dict, entries: list, tasks: list[Path], k: int, mock: bool, rows: list) -> dict:
+    """transfer.json's content: both sides, the grid, how the intervals were made, the rows."""
+    return {
         "harness": h,
         "baseline": b,
         "models": [e.name for e in entries],
         "tasks": [str(Path(t).resolve()) for t in tasks],
         "k": k,
-        "mock": mock_policy is not None,
+        "mock": mock,
         "ci": {"method": "paired percentile bootstrap over tasks (resample tasks with replacement, mean per-task "
                          "pass-rate difference)", "samples": BOOTSTRAP_SAMPLES, "seed": BOOTSTRAP_SEED, "confidence": 0.95},
         "tokens": "tokens per trial and successes per million tokens leave infrastructure-aborted trials out",
         "rows": rows,
     }
-    atomic_write_json(out / "transfer.json", data)
-    return data
 
 
 def seal_task_set(tasks: Path, include: list[str] | None, seal_dir: Path) -> Path:

@@ -253,22 +253,7 @@ class RayExecutor:
         if not specs:
             return []
         self._ray = self._ray or connect(self.address)
-        from ahe.tasks import load_task
-
-        ready, secrets = [], {}
-        for spec in specs:
-            s, sec = resolve_for_workers(spec)
-            ready.append(s)
-            secrets.update(sec)
-        if self._secrets is not None and secrets != self._secrets:
-            self.close()  # different keys: runners are handed keys once, so start new ones
-        self._secrets = secrets
-        tasks = {s.task_dir: load_task(s.task_dir) for s in ready}
-        needs = [need_of(tasks[s.task_dir], cpus=self.cpus_per_trial, docker=s.sandbox == "docker") for s in ready]
-        ready = [seal_spec(s) for s in ready]  # a changed task stops the run here, before it is shipped
-        ws = {s.workspace: self._ship(s.workspace) for s in ready}
-        task_refs = {d: self._ship(d) for d in tasks}
-        seal_refs = {s.sealed.snapshot: self._ship(s.sealed.snapshot) for s in ready if s.sealed is not None}
+        ready, needs, ws, task_refs, seal_refs = self._prepare(specs)
         results: list[TrialResult | None] = [None] * len(specs)
         queue: deque[int] = deque(range(len(specs)))
         in_flight: dict[asyncio.Future, tuple[int, NodeSlot, Any, Any]] = {}
@@ -331,6 +316,28 @@ class RayExecutor:
                 await asyncio.wait(writing, timeout=10)
             raise
         return results
+
+    def _prepare(self, specs: Sequence[TrialSpec]) -> tuple[list[TrialSpec], list, dict, dict, dict]:
+        """Resolve each spec for the workers (keys kept apart), seal it, and ship its workspace,
+        task folder and sealed snapshot once: (specs, resource needs, workspace refs, task refs,
+        snapshot refs). A changed task stops the run here, before anything is shipped."""
+        from ahe.tasks import load_task
+
+        ready, secrets = [], {}
+        for spec in specs:
+            s, sec = resolve_for_workers(spec)
+            ready.append(s)
+            secrets.update(sec)
+        if self._secrets is not None and secrets != self._secrets:
+            self.close()  # different keys: runners are handed keys once, so start new ones
+        self._secrets = secrets
+        tasks = {s.task_dir: load_task(s.task_dir) for s in ready}
+        needs = [need_of(tasks[s.task_dir], cpus=self.cpus_per_trial, docker=s.sandbox == "docker") for s in ready]
+        ready = [seal_spec(s) for s in ready]
+        ws = {s.workspace: self._ship(s.workspace) for s in ready}
+        task_refs = {d: self._ship(d) for d in tasks}
+        seal_refs = {s.sealed.snapshot: self._ship(s.sealed.snapshot) for s in ready if s.sealed is not None}
+        return ready, needs, ws, task_refs, seal_refs
 
     async def _await_runners(self) -> None:
         """Let the runners being started come up (bounded) before the first trials are placed,
