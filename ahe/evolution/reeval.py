@@ -73,6 +73,7 @@ class Reevaluator:
     usage: Usage = field(default_factory=Usage)
     tags: dict[str, str] = field(default_factory=dict)  # tag -> commit
     _counts: dict[tuple[str, str], list[bool]] = field(default_factory=dict)
+    _ready: set[Path] = field(default_factory=set)  # harness folders extracted (or found) in this session
 
     @property
     def left(self) -> int:
@@ -80,18 +81,22 @@ class Reevaluator:
 
     def harness(self, tag: str) -> Path:
         """The files of `tag`, extracted once into reeval-harness/<tag>/."""
-        commit = self.repo.tag_commit(tag)
+        commit = self.tags.get(tag) or self.repo.tag_commit(tag)  # a tag is never moved within an iteration
         if commit is None:
             raise ValueError(f"re-evaluation: no tag {tag} in the workspace")
         self.tags[tag] = commit
         dest = self.folder.reeval_harness / tag
+        if dest in self._ready:
+            return dest
         stamp = dest / ".ahe-commit"
         if stamp.exists() and stamp.read_text().strip() == commit:
+            self._ready.add(dest)
             return dest
         dest.mkdir(parents=True, exist_ok=True)
         archive = subprocess.run(["git", "-C", str(self.repo.path), "archive", commit], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True, capture_output=True)
         stamp.write_text(commit + "\n")
+        self._ready.add(dest)
         return dest
 
     def trial_dir(self, task: str, tag: str, n: int) -> Path:
@@ -145,8 +150,25 @@ class Reevaluator:
 
 def make_reevaluator(repo: HarnessRepo, folder: IterationFolder, rollout: RolloutConfig, executor: Executor, *, budget: int) -> Reevaluator:
     """A re-evaluator for one iteration; the tasks are loaded once (the same folders as the rollout)."""
+    return Reevaluator(repo=repo, folder=folder, rollout=rollout, executor=executor,
+                       task_dirs=_task_dirs(Path(rollout.tasks_dir), tuple(rollout.include or ())), budget=budget)
+
+
+_TASK_DIRS: dict[tuple[str, tuple[str, ...], int], dict[str, Path]] = {}
+
+
+def _task_dirs(tasks_dir: Path, include: tuple[str, ...]) -> dict[str, Path]:
+    """Task name -> folder, loaded once per task folder and listing (its mtime changes when a task is added or removed)."""
     from ahe.tasks import load_tasks
 
-    loaded = load_tasks(rollout.tasks_dir, include=rollout.include or None)
-    return Reevaluator(repo=repo, folder=folder, rollout=rollout, executor=executor,
-                       task_dirs={t.name: t.path for t in loaded.tasks}, budget=budget)
+    try:
+        key = (str(tasks_dir.resolve()), include, tasks_dir.stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _TASK_DIRS:
+        return _TASK_DIRS[key]
+    loaded = load_tasks(tasks_dir, include=list(include) or None)
+    dirs = {t.name: t.path for t in loaded.tasks}
+    if key is not None:
+        _TASK_DIRS[key] = dirs
+    return dirs

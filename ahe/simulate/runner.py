@@ -53,7 +53,7 @@ def run_one(sc: Scenario, world: World, policy: str, run_dir: Path, tasks_dir: P
     )
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    loop = EvolutionLoop(cfg, run_dir, executor=SimulatedExecutor(world), evolve=ScriptedEvolve(world))
+    loop = EvolutionLoop(cfg, run_dir, executor=SimulatedExecutor(world), evolve=ScriptedEvolve(world, gate=sc.gate))
     repo = loop.prepare(resume=False)
     asyncio.run(loop.run_loop(repo, {}))
     return measure(run_dir, world, policy)

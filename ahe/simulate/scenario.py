@@ -78,6 +78,7 @@ class Scenario(_Strict):
     changes: Changes = Field(default_factory=Changes)
     manifests: ManifestQuality = Field(default_factory=ManifestQuality)
     policies: list[str] = Field(default_factory=lambda: ["keep-everything", "paper", "strict", "noise"])
+    gate: bool = Field(default=False, description="run the evolve agent's validation gate on every simulated change (a marker file always passes it; ~0.4 s a change)")
     reeval_share: float = Field(default=0.5, ge=0, le=2, description="re-evaluation budget per iteration, as a share of one round's trials")
 
 
