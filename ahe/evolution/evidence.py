@@ -115,15 +115,17 @@ class Ledger:
 
     def pooled(self, task: str, state: frozenset[str]) -> Counts:
         """All trials of `task` that are evidence about `state` (see the module docstring)."""
-        total = Counts()
+        s = n = 0
+        judged, touched = self.judged, self.touched
         for st, c in self.obs.get(task, {}).items():
-            if self.compatible(task, st, state):
-                total = total + c
-        return total
+            if st is state or st == state or all(ch in judged and task not in touched.get(ch, ()) for ch in st ^ state):
+                s += c.s
+                n += c.n
+        return Counts(s, n)
 
     def compatible(self, task: str, st: frozenset[str], state: frozenset[str]) -> bool:
         """Trials of `task` on `st` are evidence about `state`."""
-        return all(ch in self.judged and task not in self.touched.get(ch, set()) for ch in st ^ state)
+        return all(ch in self.judged and task not in self.touched.get(ch, ()) for ch in st ^ state)
 
     def exact(self, task: str, state: frozenset[str]) -> Counts:
         return self.obs.get(task, {}).get(state, Counts())

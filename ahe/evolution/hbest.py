@@ -24,7 +24,7 @@ import numpy as np
 
 from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
 from ahe.evolution.noise import KEEP_AT, MAX_EXTRA, Replay, replay
-from ahe.evolution.reeval import Reevaluator
+from ahe.evolution.reeval import Reevaluator, tag_commit
 from ahe.run_folder import BestCandidate, BestDecision, ReevalHarness, ReevalSummary, read_model, write_model
 
 DRAWS = 4000
@@ -96,14 +96,14 @@ class _Evidence:
 
 async def choose_best(ctx: Any, it: int) -> tuple[Candidate, float, BestDecision]:
     """Declare H_best after iteration `it`'s rollback; returns (best, estimated pass@1, decision)."""
-    from ahe.evolution.phases import reeval_executor
+    from ahe.evolution.context import reeval_executor
 
     with reeval_executor(ctx) as executor:
         return await _choose_best(ctx, it, executor)
 
 
 async def _choose_best(ctx: Any, it: int, executor: Any) -> tuple[Candidate, float, BestDecision]:
-    from ahe.evolution.phases import rollout_config
+    from ahe.evolution.context import rollout_config
     from ahe.evolution.reeval import make_reevaluator
 
     folder = ctx.run.iteration(it)
@@ -136,13 +136,13 @@ async def _choose_best(ctx: Any, it: int, executor: Any) -> tuple[Candidate, flo
                            "not decisive; the re-evaluation budget is spent" if ev.left < 2 else
                            f"not decisive after {MAX_EXTRA} re-evaluation trials per task and harness")
         for c in (a, b):
-            if ctx.repo.tag_commit(c.tag) is None:
+            if tag_commit(ctx.repo, c.tag) is None:
                 ctx.repo.tag(c.tag, c.commit)
         batch = order[: ev.left // 2]
         reeval_tasks.update(batch)
         await ev.run([(t, c.tag, ev.have(t, c.tag).n + 1) for t in batch for c in (a, b)])
         if ctx.should_stop():
-            from ahe.evolution.phases import StopRequested
+            from ahe.evolution.context import StopRequested
 
             raise StopRequested()
 

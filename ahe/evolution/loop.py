@@ -40,7 +40,8 @@ from ahe.evolution.phases import (
     rollback_phase,
     rollout_phase,
 )
-from ahe.evolution.policies import get_policy
+from ahe.evolution.faults import maybe_kill_self
+from ahe.evolution.registry import get_policy
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.llm.types import RoleConfig, Usage
@@ -177,7 +178,7 @@ class EvolutionLoop:
             state.phase_base[key] = repo.head()
             self.run.save_state(state)
         self.run.event("phase_start", iteration=it, phase=phase)
-        _maybe_kill_self(key)
+        maybe_kill_self(key)
         self.console.print(f"[bold]iteration {it}{' (final evaluation)' if final else ''}[/] — {phase}")
         t0 = time.monotonic()
         if phase == "rollout":
@@ -359,21 +360,6 @@ class EvolutionLoop:
         if phase == "rollout" and b.target_pass_at_1 is not None and score and score.pass_at_1 >= b.target_pass_at_1:
             return f"target pass@1 {b.target_pass_at_1} reached at iteration {it}"
         return None
-
-
-def _maybe_kill_self(phase_key: str) -> None:
-    """Fault injection for resume tests: AHE_KILL_AT=<iteration>/<phase>[+seconds] SIGKILLs
-    this process at the start of that phase (or that many seconds into it)."""
-    spec = os.environ.get("AHE_KILL_AT")
-    if not spec:
-        return
-    target, _, delay = spec.partition("+")
-    if target != phase_key:
-        return
-    if delay:
-        asyncio.get_running_loop().call_later(float(delay), os.kill, os.getpid(), signal.SIGKILL)
-    else:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _pct(x: float | None) -> str:

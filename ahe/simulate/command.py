@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ahe.errors import AheError, ConfigError
 from ahe.simulate.metrics import PolicyRow, RunMetrics, table
 from ahe.simulate.scenario import Scenario, load_scenario
 
@@ -51,15 +52,29 @@ def scratch_root() -> Path | None:
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+def check_policies(names: list[str]) -> None:
+    """Every name a registered verdict policy (plugins included), or one sentence before any run starts."""
+    from ahe.evolution.registry import get_policy
+
+    for n in names:
+        try:
+            get_policy(n)
+        except AheError as exc:
+            raise ConfigError(f"policies: {exc}") from None
+
+
 def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None, iterations: int | None,
-                     jobs: int | None, keep_runs: str, console: Console) -> list[PolicyRow]:
+                     jobs: int | None, keep_runs: str, console: Console, *, policies: list[str] | None = None) -> list[PolicyRow]:
     from ahe.tempdirs import sweep_stale
 
     if (root := scratch_root()) is not None:
         sweep_stale(root)  # run folders of killed workers
     sc = load_scenario(scenario)
+    if policies:
+        sc = sc.model_copy(update={"policies": policies})
     updates = {k: v for k, v in (("seeds", seeds), ("iterations", iterations)) if v is not None}
     sc = sc.model_copy(update=updates)
+    check_policies(sc.policies)
     out = (out or Path("runs") / f"simulate-{sc.name}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.jsonl").unlink(missing_ok=True)
@@ -114,3 +129,51 @@ def markdown(rows: list[PolicyRow], sc: Scenario) -> str:
                      f"{_ci(r.final_gap, '{:.2f}')} | {_ci(r.rollouts, '{:.0f}')} | "
                      f"{f'{r.rollouts_vs_paper:.2f}' if r.rollouts_vs_paper else '-'} |")
     return "\n".join(lines) + "\n"
+
+
+def suite_command(name: str, out: Path | None, seeds: int | None, seed_range: str, policies: list[str] | None,
+                  jobs: int | None, keep_runs: str, console: Console) -> list:
+    """Every policy on every world of the suite, (world, seed) pairs spread over `jobs` processes."""
+    from ahe.simulate.suite import load_suite, markdown, seed_list, summarize, world_rows
+    from ahe.tempdirs import sweep_stale
+
+    suite = load_suite(name)
+    pols = policies or suite.policies
+    check_policies(pols)
+    seeds_ = seed_list(seed_range, seeds or suite.seeds)
+    out = (out or Path("runs") / f"suite-{suite.name}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if (root := scratch_root()) is not None:
+        sweep_stale(root)
+    (out / "runs.jsonl").unlink(missing_ok=True)
+    jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+    worlds = {w.name: w.model_copy(update={"policies": pols}) for w in suite.worlds}
+    console.print(f"[bold]ahe simulate --suite[/] {suite.name}: {len(worlds)} worlds × {len(seeds_)} {seed_range} seeds "
+                  f"({seeds_[0]}–{seeds_[-1]}) × {len(pols)} policies ({', '.join(pols)}), {jobs} jobs → {out}")
+    t0 = time.monotonic()
+    metrics: dict[str, list[RunMetrics]] = {w: [] for w in worlds}
+    # the biggest worlds first, so the last jobs to finish are short ones
+    order = sorted(((w, s) for w in worlds for s in seeds_),
+                   key=lambda ws: -worlds[ws[0]].tasks.count * worlds[ws[0]].k * worlds[ws[0]].iterations)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futs = {pool.submit(_one_seed, worlds[w].model_dump_json(), str(out / w), s,
+                            keep_runs == "all" or (keep_runs == "first" and s == seeds_[0])): (w, s) for w, s in order}
+        for n, fut in enumerate(as_completed(futs), start=1):
+            w, s = futs[fut]
+            got = [RunMetrics.model_validate(r) for r in fut.result()]
+            metrics[w] += got
+            with open(out / "runs.jsonl", "a", encoding="utf-8") as f:
+                f.writelines(json.dumps({"world": w, **m.model_dump()}) + "\n" for m in got)
+            if n % max(1, len(futs) // 20) == 0 or n == len(futs):
+                console.print(f"  {n}/{len(futs)} (world, seed) runs done, {time.monotonic() - t0:.0f} s")
+    took = time.monotonic() - t0
+    rows = [r for w in worlds for r in world_rows(w, sorted(metrics[w], key=lambda m: m.seed), pols)]
+    summary = summarize(rows, pols)
+    text = markdown(suite, rows, summary, seeds_, seed_range, took)
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    (out / "suite.md").write_text(text, encoding="utf-8")
+    (out / "suite.json").write_text(json.dumps({
+        "suite": suite.name, "seed_range": seed_range, "seeds": seeds_, "policies": pols, "seconds": round(took, 1),
+        "worlds": {w: json.loads(sc.model_dump_json()) for w, sc in worlds.items()},
+        "rows": [r.model_dump() for r in rows], "summary": [s.model_dump() for s in summary]}, indent=1), encoding="utf-8")
+    return rows
