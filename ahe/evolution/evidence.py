@@ -89,8 +89,10 @@ def fit_prior(counts: list[Counts], floor: float = 0.1, ceiling: float = 1.0) ->
     r = np.array([c.s / c.n for c in rows])
     n = np.array([c.n for c in rows], dtype=float)
     m = float(r.mean())
-    if m <= 0 or m >= 1:
-        return UNIFORM
+    if m <= 0:  # every trial failed: a U-shaped benchmark's failing side, not a coin (else an all-fail run is lifted to 1/(n+2))
+        return Prior(floor, ceiling)
+    if m >= 1:
+        return Prior(ceiling, floor)
     v = float(r.var()) - float(np.mean(m * (1 - m) / n))
     v = max(v, 1e-6)
     common = max(m * (1 - m) / v - 1, 1e-3)

@@ -94,15 +94,18 @@ class _Evidence:
         return var(led.pooled(t, a.state)) + var(led.pooled(t, b.state))
 
 
-async def choose_best(ctx: Any, it: int) -> tuple[Candidate, float, BestDecision]:
-    """Declare H_best after iteration `it`'s rollback; returns (best, estimated pass@1, decision)."""
+async def choose_best(ctx: Any, it: int, *, keep_latest: bool = False) -> tuple[Candidate, float, BestDecision]:
+    """Declare H_best after iteration `it`'s rollback; returns (best, estimated pass@1, decision).
+
+    With `keep_latest` the harness the rollback left is the default: another one is declared
+    best only when its lead over it passes the test (its decisions already chose the latest)."""
     from ahe.evolution.context import reeval_executor
 
     with reeval_executor(ctx) as executor:
-        return await _choose_best(ctx, it, executor)
+        return await _choose_best(ctx, it, executor, keep_latest)
 
 
-async def _choose_best(ctx: Any, it: int, executor: Any) -> tuple[Candidate, float, BestDecision]:
+async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = False) -> tuple[Candidate, float, BestDecision]:
     from ahe.evolution.context import rollout_config
     from ahe.evolution.reeval import make_reevaluator
 
@@ -122,15 +125,28 @@ async def _choose_best(ctx: Any, it: int, executor: Any) -> tuple[Candidate, flo
             return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the only harness evaluated")
         (_, a), (_, b) = ranked[0], ranked[1]
         leader_before = a.commit if leader_before is None else leader_before
+        head = next(c for _, c in ranked if c.round == it and c.state == rp.now) if keep_latest else None
+        if head is not None and a is head:
+            return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the latest harness leads")
+        if head is not None:
+            b = head  # the challenger must beat the latest harness, not the runner-up
         tasks = differing_tasks(led, rp.tasks, a, b)
         if not tasks:
             return _decide(e, ranked, tasks, None, leader_before, reeval_tasks,
                            "the two best harnesses differ on no task's evidence: the latest wins")
         p = e.p_lead(led, a, b, tasks, seed=it)
+        if head is not None and p < KEEP_AT and (p <= 1 - KEEP_AT or ev.left < 2):
+            return _decide_for(e, ranked, head, a, tasks, 1 - p, leader_before, reeval_tasks,
+                               "the latest harness: no earlier one's lead over it is decisive")
         if p >= KEEP_AT or p <= 1 - KEEP_AT:
+            if head is not None:
+                return _decide_for(e, ranked, a, head, tasks, p, leader_before, reeval_tasks, "the lead over the latest harness is decisive")
             return _decide(e, ranked, tasks, p, leader_before, reeval_tasks, "the lead is decisive by the evidence")
         order = sorted((t for t in tasks if max(ev.have(t, a.tag).n, ev.have(t, b.tag).n) < MAX_EXTRA),
                        key=lambda t: (-e.spread(led, t, a, b), t))
+        if head is not None and (ev.left < 2 or not order):
+            return _decide_for(e, ranked, head, a, tasks, 1 - p, leader_before, reeval_tasks,
+                               "the latest harness: no earlier one's lead over it is decisive")
         if ev.left < 2 or not order:
             return _decide(e, ranked, tasks, p, leader_before, reeval_tasks,
                            "not decisive; the re-evaluation budget is spent" if ev.left < 2 else
@@ -163,6 +179,16 @@ def _decide(e: _Evidence, ranked: list[tuple[float, Candidate]], tasks: list[str
         harnesses={c.tag: ReevalHarness(commit=c.commit, state=sorted(c.state)) for c in e.cands
                    if any(ev.have(t, c.tag).n for t in e.tasks)})
     return best, est, decision
+
+
+def _decide_for(e: _Evidence, ranked: list[tuple[float, Candidate]], best: Candidate, runner: Candidate, tasks: list[str],
+                p: float, leader_before: str | None, reeval_tasks: set[str], reason: str) -> tuple[Candidate, float, BestDecision]:
+    """Declare `best` (over `runner`), whatever the order of the estimates."""
+    order = [x for x in ranked if x[1] is best] + [x for x in ranked if x[1] is runner] + \
+        [x for x in ranked if x[1] is not best and x[1] is not runner]
+    got, est, decision = _decide(e, order, tasks, None, leader_before, reeval_tasks, reason)
+    decision.p_lead, decision.decisive = round(p, 4), p >= KEEP_AT
+    return got, est, decision
 
 
 def record(run: Any, it: int, decision: BestDecision) -> ReevalSummary:

@@ -48,6 +48,7 @@ CONFIRM = 2  # a movement seen in the round's own trials must survive this many 
 
 
 EARLIER = "no change of this round explains it"
+EVIDENCE_POLICIES = {"noise", "expected-value"}  # their verdicts name the tasks each change touched
 
 
 def change_key(iteration: int, change_id: str) -> str:
@@ -97,7 +98,7 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
             for v in att.rejudged + att.changes:
                 key = change_key(v.change_iteration if v.change_iteration is not None else r - 1, v.change_id)
                 rp.ledger.judged.add(key)
-                moved = v.touched_tasks if att.strictness == "noise" else att.improved + att.regressed
+                moved = v.touched_tasks if att.strictness in EVIDENCE_POLICIES else att.improved + att.regressed
                 rp.ledger.touched[key] = set(moved) | (set(v.watch_tasks) if v.verdict == "deferred" else set())
                 track_deferred(rp.deferred, key, v, base, state, r)
             share_watch(rp.ledger, [(change_key(r - 1, v.change_id), v) for v in att.changes])

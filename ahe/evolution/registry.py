@@ -26,9 +26,10 @@ def _load() -> None:
     if _builtins_loaded:
         return
     _builtins_loaded = True
+    from ahe.evolution.expected_value import ExpectedValuePolicy
     from ahe.evolution.noise import NoisePolicy
 
-    for policy in (PAPER, LENIENT, STRICT, KEEP_EVERYTHING, NoisePolicy()):
+    for policy in (PAPER, LENIENT, STRICT, KEEP_EVERYTHING, NoisePolicy(), ExpectedValuePolicy()):
         _POLICIES.setdefault(policy.name, policy)
     from ahe.sandbox.registry import backend_names
 

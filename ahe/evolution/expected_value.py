@@ -1,0 +1,322 @@
+"""The expected-value verdict policy (`strictness: expected-value`, docs/decisions.md).
+
+What the user loses is the gain of a beneficial change wrongly dropped and the loss of a
+harmful change wrongly kept; a neutral change kept costs clutter, not pass@1. So each change
+is kept exactly when its **posterior expected effect on pass@1** exceeds a stated clutter cost
+(`CLUTTER` of one task's pass rate, divided by the number of tasks) — not when an effect is
+significant at 0.99.
+
+1. Per task, a spike-and-slab model: the round's changes moved the task's pass rate (slab:
+   before and after independent, Beta prior fitted to the run's tasks) or did not (spike: one
+   shared rate). P(moved | trials) is the prior odds times the Bayes factor of the two
+   marginal likelihoods; E[effect] = P(moved) · E[p_after − p_before | moved]. The before side
+   pools the run's history (`Ledger`), so 0/14 before and 2/2 now is strong evidence.
+2. The prior P(moved) is learned from the run itself: how often a task a manifest named
+   (a predicted fix or risk, or a task its replay put at risk) moved in earlier rounds (the
+   evolve agent's precision), and how often an unnamed task did.
+3. A task's effect is shared among the round's changes by the same prior (a change that named
+   the task is `precision / base rate` times likelier to have caused it); a task that moved
+   under several changes is pinned by re-running "head without c" (as `noise` does).
+4. Re-evaluation trials go where the **value of information** is highest: the change whose
+   decision has the largest expected loss (σ·(φ(z) − |z|·(1 − Φ(|z|))), z = (μ − cost)/σ),
+   on the tasks that carry most of its variance, until no decision is worth a trial or the
+   budget (minus H_best's reserved share) is spent.
+5. Earlier keeps are judged again every round on everything with them against everything
+   without them (the trials of the round that chose them left out); a change whose expected
+   effect fell below the cost is rolled back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import betaln
+
+from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
+from ahe.evolution.noise import _attribution, _manifest, _pin, _Round, change_key, replay
+from ahe.evolution.reeval import Reevaluator, make_reevaluator
+from ahe.harness.manifest import ChangeEntry
+from ahe.run_folder import Attribution, ChangeVerdict, RunFolder, WatchEvidence
+
+CLUTTER = 0.1  # a neutral change kept costs this share of one task's pass rate (÷ tasks: pass@1 units)
+RESERVE = 0.25  # of the round's re-evaluation budget, kept for H_best
+MIN_LOSS = 0.05  # stop re-evaluating when no decision's expected loss exceeds this share of one task
+PIN_AT = 0.8  # P(moved) above which a task shared by several changes is pinned with "without c" trials
+TOUCH_AT = 0.5  # a change's share of P(moved) at which the task counts as touched by it (history stops pooling)
+PRIOR_PRECISION = (1.0, 2.0)  # Beta prior of "a named task moves" (mean 1/3, the paper's fix precision)
+PRIOR_BASE = (0.5, 50.0)  # Beta prior of "an unnamed task moves"
+BATCH = 4  # tasks re-run per value-of-information step
+
+
+def p_moved(before: Counts, after: Counts, prior: Prior, pi: float) -> float:
+    """Posterior P(the pass rate differs between the two sides) under the spike-and-slab model."""
+    a, b = prior.a, prior.b
+    slab = (betaln(a + before.s, b + before.n - before.s) + betaln(a + after.s, b + after.n - after.s) - 2 * betaln(a, b))
+    both = before + after
+    spike = betaln(a + both.s, b + both.n - both.s) - betaln(a, b)
+    log_odds = math.log(pi / (1 - pi)) + slab - spike
+    return 1 / (1 + math.exp(-max(-50.0, min(50.0, log_odds))))
+
+
+def diff_moments(before: Counts, after: Counts, prior: Prior) -> tuple[float, float]:
+    """Mean and variance of p_after − p_before with independent Beta posteriors."""
+    def mv(c: Counts) -> tuple[float, float]:
+        x, y = c.post(prior)
+        return x / (x + y), x * y / ((x + y) ** 2 * (x + y + 1))
+    (ma, va), (mb, vb) = mv(after), mv(before)
+    return ma - mb, va + vb
+
+
+@dataclass
+class TaskEffect:
+    task: str
+    p: float  # P(moved)
+    mean: float  # E[effect on this task's pass rate] = p · E[diff | moved]
+    var: float
+
+
+def task_effect(task: str, before: Counts, after: Counts, prior: Prior, pi: float) -> TaskEffect:
+    p = p_moved(before, after, prior, pi)
+    m, v = diff_moments(before, after, prior)
+    return TaskEffect(task, p, p * m, p * (v + m * m) - (p * m) ** 2)
+
+
+def learned_rates(run: RunFolder, it: int) -> tuple[float, float]:
+    """(P(a named task moves), P(an unnamed task moves)) from the run's earlier attributions."""
+    hits = named = moved_other = other = 0
+    for r in range(2, it):
+        att = run.iteration(r).attribution()
+        if att is None or not att.n_tasks:
+            continue
+        pred = set(att.fix_predictions.predicted) | set(att.regression_predictions.predicted)
+        moved = set(att.improved) | set(att.regressed)
+        hits += len(pred & moved)
+        named += len(pred)
+        moved_other += len(moved - pred)
+        other += att.n_tasks - len(pred)
+    a, b = PRIOR_PRECISION
+    a0, b0 = PRIOR_BASE
+    return (a + hits) / (a + b + named), (a0 + moved_other) / (a0 + b0 + other)
+
+
+def named_tasks(c: ChangeEntry) -> set[str]:
+    return set(c.predicted_fixes) | set(c.predicted_regressions) | set(c.replay_at_risk)
+
+
+@dataclass
+class _Judge:
+    rd: _Round
+    precision: float
+    base: float
+    n: int
+    attributed: dict[str, list[str]]
+
+    @property
+    def cost(self) -> float:
+        return CLUTTER / self.n
+
+    def pi(self, t: str) -> float:
+        names = sum(1 for c in self.rd.changes if t in named_tasks(c))
+        miss = (1 - self.precision) ** names * (1 - self.base) ** max(1, len(self.rd.changes) - names)
+        return float(min(0.95, max(1e-4, 1 - miss)))
+
+    def effect(self, t: str) -> TaskEffect:
+        return task_effect(t, self.rd.before_counts(t), self.rd.after_counts(t), self.rd.prior, self.pi(t))
+
+    def shares(self, t: str) -> dict[str, float]:
+        if t in self.attributed:  # pinned by "without c" trials (an empty list: an earlier change did it)
+            ids = self.attributed[t]
+            return {i: 1.0 / len(ids) for i in ids}
+        w = {c.id: (self.precision / self.base if t in named_tasks(c) else 1.0) for c in self.rd.changes}
+        total = sum(w.values())
+        return {i: x / total for i, x in w.items()}
+
+    def change_effects(self) -> dict[str, tuple[float, float, list[tuple[str, float, TaskEffect]]]]:
+        """Per change: (mean, variance) of its effect on pass@1 and the tasks that carry it."""
+        out: dict[str, tuple[float, float, list]] = {c.id: (0.0, 0.0, []) for c in self.rd.changes}
+        for t in self.rd.rp.tasks:
+            e = self.effect(t)
+            for cid, share in self.shares(t).items():
+                m, v, rows = out[cid]
+                out[cid] = (m + share * e.mean / self.n, v + share * share * e.var / self.n ** 2, rows + [(t, share, e)])
+        return out
+
+
+def expected_loss(mean: float, var: float, cost: float) -> float:
+    """The expected loss of deciding by the mean: σ·(φ(z) − |z|·(1 − Φ(|z|)))."""
+    sd = math.sqrt(max(var, 1e-18))
+    z = abs(mean - cost) / sd
+    return sd * (math.exp(-z * z / 2) / math.sqrt(2 * math.pi) - z * 0.5 * math.erfc(z / math.sqrt(2)))
+
+
+async def _gather(j: _Judge, ev: Reevaluator) -> None:
+    """Re-evaluation trials where the value of information is highest (module docstring, point 4)."""
+    reserve = int(ev.budget * RESERVE)
+    while ev.left > reserve:
+        effects = j.change_effects()
+        losses = {cid: expected_loss(m, v, j.cost) for cid, (m, v, _) in effects.items()}
+        cid = max(losses, key=lambda i: losses[i], default=None)
+        if cid is None or losses[cid] * j.n < MIN_LOSS:
+            return
+        rows = sorted(effects[cid][2], key=lambda r: -(r[1] ** 2) * r[2].var)
+        reqs = []
+        for t, _share, _e in rows[:BATCH]:
+            a, b = j.rd.after_counts(t), j.rd.before_counts(t)
+            side = j.rd.atag if a.n <= b.n else j.rd.btag
+            reqs.append((t, side, ev.have(t, side).n + 1))
+        before = ev.spent
+        await ev.run(reqs[: max(1, ev.left - reserve)])
+        if ev.spent == before:
+            return
+
+
+def _verdict(j: _Judge, c: ChangeEntry, mean: float, var: float, rows: list) -> ChangeVerdict:
+    sd = math.sqrt(max(var, 1e-18))
+    p_above = 0.5 * math.erfc(-(mean - j.cost) / (sd * math.sqrt(2)))
+    keep = mean > j.cost
+    touched = sorted(t for t, share, e in rows if share * e.p >= TOUCH_AT)
+    ups = [t for t in touched if next(e for x, _s, e in rows if x == t).mean > 0]
+    downs = [t for t in touched if t not in ups]
+    reason = (f"expected effect on pass@1 {100 * mean:+.2f} points (sd {100 * sd:.2f}) against a clutter cost of "
+              f"{100 * j.cost:.2f}" + (f"; moved up {', '.join(ups)}" if ups else "") + (f"; down {', '.join(downs)}" if downs else "")
+              + ("" if touched else "; no task moved that it could have touched"))
+    return ChangeVerdict(
+        change_id=c.id, commit=c.commit, component=c.component, verdict="keep" if keep else "rollback", reason=reason,
+        predicted_fixes=list(c.predicted_fixes), fixes_improved=[t for t in c.predicted_fixes if t in ups],
+        fixes_not_improved=[t for t in c.predicted_fixes if t not in ups], predicted_regressions=list(c.predicted_regressions),
+        regressions_happened=[t for t in c.predicted_regressions if t in downs],
+        unpredicted_regressions=[t for t in downs if t not in c.predicted_regressions], replay_at_risk=list(c.replay_at_risk),
+        confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched)
+
+
+def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, int, int]]:
+    """change key -> (its latest verdict, the iteration that made it, the attribution that judged it first), for keeps."""
+    out: dict[str, tuple[ChangeVerdict, int, int]] = {}
+    for r in range(2, it):
+        att = run.iteration(r).attribution()
+        if att is None:
+            continue
+        for v in att.changes + att.rejudged:
+            made = v.change_iteration if v.change_iteration is not None else r - 1
+            key = change_key(made, v.change_id)
+            first = out[key][2] if key in out else r
+            out[key] = (v, made, first)
+    return {k: x for k, x in out.items() if x[0].verdict == "keep"}
+
+
+def _rejudge(j: _Judge, run: RunFolder, it: int, led: Ledger) -> list[ChangeVerdict]:
+    """Earlier keeps still in the harness, judged again with everything since (point 5)."""
+    rd, out = j.rd, []
+    for key, (v, made, first) in sorted(_earlier_keeps(run, it).items()):
+        if key not in rd.before or not v.touched_tasks:
+            continue
+        rows, mean, var = [], 0.0, 0.0
+        for t in v.touched_tasks:
+            with_c = led.pooled(t, rd.before)
+            if led.compatible(t, rd.rp.states.get(first, frozenset()), rd.before):  # the trials that chose it do not confirm it
+                chose = rd.rp.rounds.get(first, {}).get(t, Counts())
+                with_c = Counts(with_c.s - chose.s, with_c.n - chose.n)
+            without = led.pooled(t, rd.before - {key})
+            e = task_effect(t, without, with_c, rd.prior, 0.5)
+            mean, var = mean + e.mean / j.n, var + e.var / j.n ** 2
+            rows.append(WatchEvidence(task=t, with_change=(with_c.s, with_c.n), without=(without.s, without.n), p_up=round(e.p, 4)))
+        if mean > j.cost:
+            continue
+        sd = math.sqrt(max(var, 1e-18))
+        p_below = 0.5 * math.erfc((mean - j.cost) / (sd * math.sqrt(2)))
+        out.append(v.model_copy(update={
+            "verdict": "rollback", "change_iteration": made, "watch_evidence": rows, "confidence": round(p_below, 4),
+            "reason": (f"judged again with the trials since: expected effect on pass@1 {100 * mean:+.2f} points (sd {100 * sd:.2f}), "
+                       f"below the clutter cost of {100 * j.cost:.2f}; the trials of the round that kept it left out")}))
+    return out
+
+
+async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reevaluator: Reevaluator | None) -> Attribution:
+    changes = _manifest(run, it - 1)
+    rp = replay(run, it, complete=False)
+    keys = {c.id: change_key(it - 1, c.id) for c in changes}
+    after = rp.states[it]
+    before = after - set(keys.values())
+    manifest, _ = run.iteration(it - 1).manifest()
+    base_commit = manifest.base_commit if manifest is not None else rp.commits[it]
+    btag, atag = f"base-{it - 1:03d}", f"iter-{it - 1:03d}"
+    repo.tag(btag, base_commit)
+    rd = _Round(it, changes, keys, before, after, rp, reevaluator, btag, atag)
+    rd.prior = fit_prior([rp.ledger.pooled(t, before) for t in rp.tasks])
+    precision, base = learned_rates(run, it)
+    j = _Judge(rd, precision, base, max(1, len(rp.tasks)), {})
+    if reevaluator is not None and changes:
+        await _gather(j, reevaluator)
+    if reevaluator is not None and len(changes) > 1:
+        movers = {}
+        for t in rp.tasks:
+            e = j.effect(t)
+            if e.p >= PIN_AT and len([s for s in j.shares(t).values() if s > 0.05]) > 1:
+                movers[t] = "up" if e.mean > 0 else "down"
+        reserve = int(reevaluator.budget * RESERVE)
+        reevaluator.budget -= reserve  # the pinning trials leave H_best its share too
+        try:
+            pinned, how = await _pin(rd, movers, repo)
+        finally:
+            reevaluator.budget += reserve
+        j.attributed = {t: ids for t, ids in pinned.items() if ids or how.get(t, "").startswith("no change")}
+    else:
+        how = {}
+    effects = j.change_effects()
+    verdicts = [_verdict(j, c, *effects[c.id]) for c in changes]
+    led = Ledger(obs=rp.ledger.obs, judged=set(rp.ledger.judged), touched={k: set(v) for k, v in rp.ledger.touched.items()})
+    rejudged = _rejudge(j, run, it, led)
+    movers = {t: ("up" if e.mean > 0 else "down") for t in rp.tasks if (e := j.effect(t)).p >= TOUCH_AT}
+    predicted = {t for c in changes for t in named_tasks(c)}
+    att = _attribution(rd, movers, {t: [cid for cid, s in j.shares(t).items() if s * j.effect(t).p >= TOUCH_AT]
+                                    for t in movers}, how, predicted, verdicts, run)
+    att.strictness = "expected-value"
+    att.rejudged = rejudged
+    return att
+
+
+class ExpectedValuePolicy:
+    """`strictness: expected-value`: keep a change when its posterior expected effect on pass@1
+    exceeds the clutter cost; H_best keeps the latest harness unless another one's lead is decisive."""
+
+    name = "expected-value"
+    best_keeps_latest = True
+
+    def judge(self, change: ChangeEntry, evidence: Any) -> ChangeVerdict:
+        """One round's counts only (no history, no trials): the same rule on what is given."""
+        tasks = {t: e for t, e in evidence.tasks.items() if e.before_trials and e.after_trials}
+        prior = fit_prior([Counts(e.before_passed or 0, e.before_trials or 0) for e in tasks.values()])
+        n = max(1, len(evidence.tasks))
+        mine = named_tasks(change)
+        mean = var = 0.0
+        ups, downs = [], []
+        share = 1.0 / max(1, len(evidence.changes))
+        for t, e in tasks.items():
+            eff = task_effect(t, Counts(e.before_passed or 0, e.before_trials or 0), Counts(e.after_passed or 0, e.after_trials or 0),
+                              prior, 1 / 3 if t in mine else 0.01)
+            w = 1.0 if len(evidence.changes) <= 1 or t in mine else share
+            mean, var = mean + w * eff.mean / n, var + w * w * eff.var / n ** 2
+            if w * eff.p >= TOUCH_AT:
+                (ups if eff.mean > 0 else downs).append(t)
+        keep = mean > CLUTTER / n
+        return ChangeVerdict(
+            change_id=change.id, commit=change.commit, component=change.component, verdict="keep" if keep else "rollback",
+            reason=f"expected effect on pass@1 {100 * mean:+.2f} points against a clutter cost of {100 * CLUTTER / n:.2f} (one round's counts only)",
+            predicted_fixes=list(change.predicted_fixes), fixes_improved=[t for t in change.predicted_fixes if t in ups],
+            fixes_not_improved=[t for t in change.predicted_fixes if t not in ups],
+            predicted_regressions=list(change.predicted_regressions),
+            regressions_happened=[t for t in change.predicted_regressions if t in downs],
+            unpredicted_regressions=[t for t in downs if t not in change.predicted_regressions], touched_tasks=ups + downs)
+
+    async def judge_round(self, ctx: Any, it: int) -> Attribution:
+        from ahe.evolution.context import reeval_executor, rollout_config
+
+        results = ctx.run.iteration(it).results()
+        n_tasks = len(results.tasks) if results else 0
+        with reeval_executor(ctx) as executor:
+            ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor,
+                                  budget=int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k))
+            return await attribute_expected_value(ctx.run, it, ctx.repo, reevaluator=ev)
