@@ -48,9 +48,10 @@ class Budgets(_Strict):
 
 class AttributionSettings(_Strict):
     delta: float = Field(default=0.5, gt=0, le=2)  # in the metric's units (EvoScore spans [-1, 1])
-    # a verdict policy of ahe.evolution.policies: paper (= the old "balanced"), lenient, strict;
-    # checked when the loop starts (the policies live above this layer)
-    strictness: str = "paper"
+    # a verdict policy of ahe.evolution.registry: expected-value (the winner of `ahe simulate --suite standard`,
+    # docs/decisions.md), noise, paper (the paper's rule; "balanced" is its old name), lenient, strict,
+    # keep-everything, or a plugin's; checked when the loop starts (the policies live above this layer)
+    strictness: str = "expected-value"
     # the noise policy's targeted re-evaluation: extra trials per iteration, as a share of one round (tasks × k)
     reeval_share: float = Field(default=0.5, ge=0, le=4)
 

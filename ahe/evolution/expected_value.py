@@ -13,23 +13,27 @@ significant at 0.99.
    pools the run's history (`Ledger`), so 0/14 before and 2/2 now is strong evidence.
 2. The prior P(moved) is learned from the run itself: how often a task a manifest named
    (a predicted fix or risk, or a task its replay put at risk) moved in earlier rounds (the
-   evolve agent's precision), and how often an unnamed task did.
+   evolve agent's precision), and how many unnamed tasks a change moved (prior: one).
 3. A task's effect is shared among the round's changes by the same prior (a change that named
-   the task is `precision / base rate` times likelier to have caused it); a task that moved
-   under several changes is pinned by re-running "head without c" (as `noise` does).
-4. Re-evaluation trials go where the **value of information** is highest: the change whose
+   the task is `precision / base rate` times likelier to have caused it; for a task nobody
+   named, "an earlier change did it" keeps one share); a task that moved under several changes
+   is pinned by re-running "head without c" (as `noise` does).
+4. Tasks whose raw rate moved by 0.3 or more get a few fresh trials on the head first (a
+   rise nobody named starts from a small prior). Then re-evaluation trials go where the **value of information** is highest: the change whose
    decision has the largest expected loss (σ·(φ(z) − |z|·(1 − Φ(|z|))), z = (μ − cost)/σ),
    on the tasks that carry most of its variance, until no decision is worth a trial or the
    budget (minus H_best's reserved share) is spent.
 5. Earlier keeps are judged again every round on everything with them against everything
-   without them (the trials of the round that chose them left out); a change whose expected
-   effect fell below the cost is rolled back.
+   without them; a change whose expected effect has turned negative is rolled back.
+6. Given a move, a task's effect is shrunk towards the run's learned mean effect on such tasks
+   (predicted fixes that moved rose by this much on average; predicted risks fell by that much),
+   so a change whose kind has helped in this run gets the benefit of its own track record.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,12 +47,17 @@ from ahe.run_folder import Attribution, ChangeVerdict, RunFolder, WatchEvidence
 
 CLUTTER = 0.1  # a neutral change kept costs this share of one task's pass rate (÷ tasks: pass@1 units)
 RESERVE = 0.25  # of the round's re-evaluation budget, kept for H_best
-MIN_LOSS = 0.05  # stop re-evaluating when no decision's expected loss exceeds this share of one task
+MIN_LOSS = 0.003  # stop re-evaluating when no decision's expected loss exceeds this share of one task
 PIN_AT = 0.8  # P(moved) above which a task shared by several changes is pinned with "without c" trials
 TOUCH_AT = 0.5  # a change's share of P(moved) at which the task counts as touched by it (history stops pooling)
 PRIOR_PRECISION = (1.0, 2.0)  # Beta prior of "a named task moves" (mean 1/3, the paper's fix precision)
-PRIOR_BASE = (0.5, 50.0)  # Beta prior of "an unnamed task moves"
+UNNAMED_MOVES = 1.0  # prior: a change moves about this many tasks its manifest did not name (learned as the run goes)
+HINGE = 0.3  # a raw rate gap that earns screening trials before the value-of-information search
+SCREEN_SHARE = 0.3  # of the budget, at most this much on screening
+EFFECT_SD = 0.3  # prior spread of a moved task's effect around the run's learned mean effect
+EFFECT_PSEUDO = 4.0  # pseudo-observations of a zero effect the learned mean starts from
 BATCH = 4  # tasks re-run per value-of-information step
+EARLIER = 1.0  # weight of "an earlier change did it" for a task no change of the round named
 
 
 def p_moved(before: Counts, after: Counts, prior: Prior, pi: float) -> float:
@@ -78,15 +87,35 @@ class TaskEffect:
     var: float
 
 
-def task_effect(task: str, before: Counts, after: Counts, prior: Prior, pi: float) -> TaskEffect:
+def task_effect(task: str, before: Counts, after: Counts, prior: Prior, pi: float, mu: float = 0.0) -> TaskEffect:
+    """P(moved) and the moments of the effect; given a move, the data's difference is shrunk towards
+    `mu`, the run's learned mean effect on such a task (a predicted fix tends to rise)."""
     p = p_moved(before, after, prior, pi)
-    m, v = diff_moments(before, after, prior)
+    d, v = diff_moments(before, after, prior)
+    v0 = EFFECT_SD ** 2
+    m = (d / v + mu / v0) / (1 / v + 1 / v0) if v > 0 else d
+    v = 1 / (1 / v + 1 / v0) if v > 0 else v
     return TaskEffect(task, p, p * m, p * (v + m * m) - (p * m) ** 2)
 
 
-def learned_rates(run: RunFolder, it: int) -> tuple[float, float]:
-    """(P(a named task moves), P(an unnamed task moves)) from the run's earlier attributions."""
-    hits = named = moved_other = other = 0
+def learned_effects(run: RunFolder, it: int) -> tuple[float, float]:
+    """The run's mean effect on a predicted fix and on a predicted risk that moved (earlier attributions),
+    shrunk towards 0 by EFFECT_PSEUDO."""
+    fix: list[float] = []
+    risk: list[float] = []
+    for r in range(2, it):
+        att = run.iteration(r).attribution()
+        if att is None:
+            continue
+        moved = set(att.improved) | set(att.regressed)
+        for pred, out in ((att.fix_predictions.predicted, fix), (att.regression_predictions.predicted, risk)):
+            out += [att.pass_rate_after.get(t, 0.0) - att.pass_rate_before.get(t, 0.0) for t in pred if t in moved]
+    return sum(fix) / (len(fix) + EFFECT_PSEUDO), sum(risk) / (len(risk) + EFFECT_PSEUDO)
+
+
+def learned_rates(run: RunFolder, it: int, n: int) -> tuple[float, float]:
+    """(P(a named task moves), P(an unnamed task moves, per change)) from the run's earlier attributions."""
+    hits = named = moved_other = changes = 0
     for r in range(2, it):
         att = run.iteration(r).attribution()
         if att is None or not att.n_tasks:
@@ -96,10 +125,9 @@ def learned_rates(run: RunFolder, it: int) -> tuple[float, float]:
         hits += len(pred & moved)
         named += len(pred)
         moved_other += len(moved - pred)
-        other += att.n_tasks - len(pred)
+        changes += len(att.changes)
     a, b = PRIOR_PRECISION
-    a0, b0 = PRIOR_BASE
-    return (a + hits) / (a + b + named), (a0 + moved_other) / (a0 + b0 + other)
+    return (a + hits) / (a + b + named), (UNNAMED_MOVES + moved_other) / (1 + changes) / max(1, n)
 
 
 def named_tasks(c: ChangeEntry) -> set[str]:
@@ -113,6 +141,10 @@ class _Judge:
     base: float
     n: int
     attributed: dict[str, list[str]]
+    mu_fix: float = 0.0
+    mu_risk: float = 0.0
+    _cache: dict = field(default_factory=dict)
+    _keys: dict = field(default_factory=dict)
 
     @property
     def cost(self) -> float:
@@ -123,15 +155,25 @@ class _Judge:
         miss = (1 - self.precision) ** names * (1 - self.base) ** max(1, len(self.rd.changes) - names)
         return float(min(0.95, max(1e-4, 1 - miss)))
 
+    def mu(self, t: str) -> float:
+        fix = any(t in c.predicted_fixes for c in self.rd.changes)
+        risk = any(t in c.predicted_regressions or t in c.replay_at_risk for c in self.rd.changes)
+        return (self.mu_fix if fix else 0.0) + (self.mu_risk if risk else 0.0)
+
     def effect(self, t: str) -> TaskEffect:
-        return task_effect(t, self.rd.before_counts(t), self.rd.after_counts(t), self.rd.prior, self.pi(t))
+        key = (self.rd.before_counts(t), self.rd.after_counts(t))
+        if self._keys.get(t) != key:
+            self._keys[t] = key
+            self._cache[t] = task_effect(t, *key, self.rd.prior, self.pi(t), self.mu(t))
+        return self._cache[t]
 
     def shares(self, t: str) -> dict[str, float]:
         if t in self.attributed:  # pinned by "without c" trials (an empty list: an earlier change did it)
             ids = self.attributed[t]
             return {i: 1.0 / len(ids) for i in ids}
         w = {c.id: (self.precision / self.base if t in named_tasks(c) else 1.0) for c in self.rd.changes}
-        total = sum(w.values())
+        # an earlier change may have moved a task nobody named (its history pooled across it): one more share
+        total = sum(w.values()) + (EARLIER if all(x == 1.0 for x in w.values()) else 0.0)
         return {i: x / total for i, x in w.items()}
 
     def change_effects(self) -> dict[str, tuple[float, float, list[tuple[str, float, TaskEffect]]]]:
@@ -152,8 +194,27 @@ def expected_loss(mean: float, var: float, cost: float) -> float:
     return sd * (math.exp(-z * z / 2) / math.sqrt(2 * math.pi) - z * 0.5 * math.erfc(z / math.sqrt(2)))
 
 
+async def _screen(j: _Judge, ev: Reevaluator) -> None:
+    """Tasks whose raw pass rate moved by HINGE or more get fresh trials on the head first: a rise
+    nobody named has a small prior, so the value-of-information search alone would not look at it."""
+    cap = int(ev.budget * SCREEN_SHARE)
+    while ev.spent < cap:
+        reqs = []
+        for t in j.rd.rp.tasks:
+            a, b = j.rd.after_counts(t), j.rd.before_counts(t)
+            if a.n and b.n and abs(a.s / a.n - b.s / b.n) >= HINGE and 0.05 < j.effect(t).p < 0.95 and ev.have(t, j.rd.atag).n < 4:
+                reqs.append((-abs(a.s / a.n - b.s / b.n), t))
+        if not reqs:
+            return
+        before = ev.spent
+        await ev.run([(t, j.rd.atag, ev.have(t, j.rd.atag).n + 1) for _, t in sorted(reqs)[: max(1, cap - ev.spent)]])
+        if ev.spent == before:
+            return
+
+
 async def _gather(j: _Judge, ev: Reevaluator) -> None:
     """Re-evaluation trials where the value of information is highest (module docstring, point 4)."""
+    await _screen(j, ev)
     reserve = int(ev.budget * RESERVE)
     while ev.left > reserve:
         effects = j.change_effects()
@@ -164,7 +225,8 @@ async def _gather(j: _Judge, ev: Reevaluator) -> None:
         rows = sorted(effects[cid][2], key=lambda r: -(r[1] ** 2) * r[2].var)
         reqs = []
         for t, _share, _e in rows[:BATCH]:
-            a, b = j.rd.after_counts(t), j.rd.before_counts(t)
+            # the base's own trials, not its pooled history: history may sit on another level
+            a, b = j.rd.after_counts(t), j.rd.rp.ledger.exact(t, j.rd.before) + ev.have(t, j.rd.btag)
             side = j.rd.atag if a.n <= b.n else j.rd.btag
             reqs.append((t, side, ev.have(t, side).n + 1))
         before = ev.spent
@@ -208,29 +270,33 @@ def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, in
 
 
 def _rejudge(j: _Judge, run: RunFolder, it: int, led: Ledger) -> list[ChangeVerdict]:
-    """Earlier keeps still in the harness, judged again with everything since (point 5)."""
+    """Earlier keeps still in the harness, judged again with everything since (point 5): on every task,
+    all trials with the change against all trials without it — a harm its own round did not see
+    (a lucky pair of trials) shows here once later rounds have run the task with it."""
     rd, out = j.rd, []
-    for key, (v, made, first) in sorted(_earlier_keeps(run, it).items()):
-        if key not in rd.before or not v.touched_tasks:
+    for key, (v, made, _first) in sorted(_earlier_keeps(run, it).items()):
+        if key not in rd.before:
             continue
+        sides = Ledger(obs=led.obs, judged=led.judged, touched={**led.touched, key: set(rd.rp.tasks)})
+        named = set(v.predicted_fixes) | set(v.predicted_regressions) | set(v.replay_at_risk)
         rows, mean, var = [], 0.0, 0.0
-        for t in v.touched_tasks:
-            with_c = led.pooled(t, rd.before)
-            if led.compatible(t, rd.rp.states.get(first, frozenset()), rd.before):  # the trials that chose it do not confirm it
-                chose = rd.rp.rounds.get(first, {}).get(t, Counts())
-                with_c = Counts(with_c.s - chose.s, with_c.n - chose.n)
-            without = led.pooled(t, rd.before - {key})
-            e = task_effect(t, without, with_c, rd.prior, 0.5)
+        for t in rd.rp.tasks:
+            with_c, without = sides.pooled(t, rd.before), sides.pooled(t, rd.before - {key})
+            if not with_c.n or not without.n:
+                continue
+            pi = 0.5 if t in v.touched_tasks else j.precision if t in named else j.base
+            e = task_effect(t, without, with_c, rd.prior, pi)
             mean, var = mean + e.mean / j.n, var + e.var / j.n ** 2
-            rows.append(WatchEvidence(task=t, with_change=(with_c.s, with_c.n), without=(without.s, without.n), p_up=round(e.p, 4)))
-        if mean > j.cost:
+            if t in v.touched_tasks or e.p >= TOUCH_AT:
+                rows.append(WatchEvidence(task=t, with_change=(with_c.s, with_c.n), without=(without.s, without.n), p_up=round(e.p, 4)))
+        if mean >= 0:  # kept once on its evidence: rolled back only when the evidence has turned against it
             continue
         sd = math.sqrt(max(var, 1e-18))
-        p_below = 0.5 * math.erfc((mean - j.cost) / (sd * math.sqrt(2)))
+        p_below = 0.5 * math.erfc(mean / (sd * math.sqrt(2)))
         out.append(v.model_copy(update={
             "verdict": "rollback", "change_iteration": made, "watch_evidence": rows, "confidence": round(p_below, 4),
-            "reason": (f"judged again with the trials since: expected effect on pass@1 {100 * mean:+.2f} points (sd {100 * sd:.2f}), "
-                       f"below the clutter cost of {100 * j.cost:.2f}; the trials of the round that kept it left out")}))
+            "reason": (f"judged again on every task, all trials with it against all without it: expected effect on pass@1 "
+                       f"{100 * mean:+.2f} points (sd {100 * sd:.2f}): the evidence has turned against it")}))
     return out
 
 
@@ -246,8 +312,9 @@ async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reeval
     repo.tag(btag, base_commit)
     rd = _Round(it, changes, keys, before, after, rp, reevaluator, btag, atag)
     rd.prior = fit_prior([rp.ledger.pooled(t, before) for t in rp.tasks])
-    precision, base = learned_rates(run, it)
-    j = _Judge(rd, precision, base, max(1, len(rp.tasks)), {})
+    precision, base = learned_rates(run, it, len(rp.tasks))
+    mu_fix, mu_risk = learned_effects(run, it)
+    j = _Judge(rd, precision, base, max(1, len(rp.tasks)), {}, mu_fix, mu_risk)
     if reevaluator is not None and changes:
         await _gather(j, reevaluator)
     if reevaluator is not None and len(changes) > 1:

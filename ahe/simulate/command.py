@@ -153,8 +153,9 @@ def suite_command(name: str, out: Path | None, seeds: int | None, seed_range: st
     t0 = time.monotonic()
     metrics: dict[str, list[RunMetrics]] = {w: [] for w in worlds}
     # the biggest worlds first, so the last jobs to finish are short ones
+    # seed by seed (an interrupted suite still covers every world), the biggest worlds of a seed first
     order = sorted(((w, s) for w in worlds for s in seeds_),
-                   key=lambda ws: -worlds[ws[0]].tasks.count * worlds[ws[0]].k * worlds[ws[0]].iterations)
+                   key=lambda ws: (ws[1], -worlds[ws[0]].tasks.count * worlds[ws[0]].k * worlds[ws[0]].iterations))
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futs = {pool.submit(_one_seed, worlds[w].model_dump_json(), str(out / w), s,
                             keep_runs == "all" or (keep_runs == "first" and s == seeds_[0])): (w, s) for w, s in order}

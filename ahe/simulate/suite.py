@@ -184,8 +184,9 @@ def _pct(x: tuple[float, float, float] | float, ci: bool = True) -> str:
 
 def markdown(suite: Suite, rows: list[SuiteRow], summary: list[SummaryRow], seeds: list[int], seed_range: str,
              seconds: float) -> str:
+    policies = [s.policy for s in summary]
     lines = [f"Suite `{suite.name}`: {len(suite.worlds)} worlds × {len(seeds)} {seed_range} seeds "
-             f"({seeds[0]}–{seeds[-1]}) × {len(suite.policies)} policies, {seconds:.0f} s.", "",
+             f"({seeds[0]}–{seeds[-1]}) × {len(policies)} policies, {seconds:.0f} s.", "",
              "| world | policy | correct decisions | neutral kept | H_best captures | final captures | "
              "H_best below oracle (points) | rollouts | × paper |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
