@@ -57,6 +57,7 @@ SCREEN_SHARE = 0.3  # of the budget, at most this much on screening
 EFFECT_SD = 0.3  # prior spread of a moved task's effect around the run's learned mean effect
 EFFECT_PSEUDO = 4.0  # pseudo-observations of a zero effect the learned mean starts from
 BATCH = 4  # tasks re-run per value-of-information step
+PIN_SHARE = 0.4  # of the budget, at most this much on "head without c" trials
 EARLIER = 1.0  # weight of "an earlier change did it" for a task no change of the round named
 
 
@@ -214,7 +215,6 @@ async def _screen(j: _Judge, ev: Reevaluator) -> None:
 
 async def _gather(j: _Judge, ev: Reevaluator) -> None:
     """Re-evaluation trials where the value of information is highest (module docstring, point 4)."""
-    await _screen(j, ev)
     reserve = int(ev.budget * RESERVE)
     while ev.left > reserve:
         effects = j.change_effects()
@@ -300,6 +300,26 @@ def _rejudge(j: _Judge, run: RunFolder, it: int, led: Ledger) -> list[ChangeVerd
     return out
 
 
+async def _pin_shared(j: _Judge, ev: Reevaluator, repo: Any) -> dict[str, str]:
+    """Tasks that surely moved while several changes could have done it: "head without c" trials
+    (as `noise` pins), out of at most PIN_SHARE of the budget, H_best's reserve left alone."""
+    movers = {}
+    for t in j.rd.rp.tasks:
+        e = j.effect(t)
+        if e.p >= PIN_AT and len([s for s in j.shares(t).values() if s > 0.05]) > 1:
+            movers[t] = "up" if e.mean > 0 else "down"
+    if not movers:
+        return {}
+    full = ev.budget
+    ev.budget = min(full - int(full * RESERVE), ev.spent + int(full * PIN_SHARE))
+    try:
+        pinned, how = await _pin(j.rd, movers, repo)
+    finally:
+        ev.budget = full
+    j.attributed = {t: ids for t, ids in pinned.items() if ids or how.get(t, "").startswith("no change")}
+    return how
+
+
 async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reevaluator: Reevaluator | None) -> Attribution:
     changes = _manifest(run, it - 1)
     rp = replay(run, it, complete=False)
@@ -315,23 +335,13 @@ async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reeval
     precision, base = learned_rates(run, it, len(rp.tasks))
     mu_fix, mu_risk = learned_effects(run, it)
     j = _Judge(rd, precision, base, max(1, len(rp.tasks)), {}, mu_fix, mu_risk)
+    how: dict[str, str] = {}
+    if reevaluator is not None and changes:
+        await _screen(j, reevaluator)
+    if reevaluator is not None and len(changes) > 1:
+        how = await _pin_shared(j, reevaluator, repo)
     if reevaluator is not None and changes:
         await _gather(j, reevaluator)
-    if reevaluator is not None and len(changes) > 1:
-        movers = {}
-        for t in rp.tasks:
-            e = j.effect(t)
-            if e.p >= PIN_AT and len([s for s in j.shares(t).values() if s > 0.05]) > 1:
-                movers[t] = "up" if e.mean > 0 else "down"
-        reserve = int(reevaluator.budget * RESERVE)
-        reevaluator.budget -= reserve  # the pinning trials leave H_best its share too
-        try:
-            pinned, how = await _pin(rd, movers, repo)
-        finally:
-            reevaluator.budget += reserve
-        j.attributed = {t: ids for t, ids in pinned.items() if ids or how.get(t, "").startswith("no change")}
-    else:
-        how = {}
     effects = j.change_effects()
     verdicts = [_verdict(j, c, *effects[c.id]) for c in changes]
     led = Ledger(obs=rp.ledger.obs, judged=set(rp.ledger.judged), touched={k: set(v) for k, v in rp.ledger.touched.items()})
