@@ -185,11 +185,12 @@ def simulate(
     suite: Optional[str] = typer.Option(None, "--suite", help="Run a scenario suite (a built-in name such as `standard`, or a folder of scenario files) instead of one scenario."),
     seed_range: str = typer.Option("eval", "--seed-range", help="With --suite: dev (seeds 0-999, for tuning) or eval (seeds 1000-1999, for reporting)."),
     policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated verdict policies to compare (any registered name, plugins included)."),
+    table_only: bool = typer.Option(False, "--table-only", help="With --suite: rebuild OUT/suite.md|json from OUT/runs.jsonl (an interrupted suite: the seeds every world finished)."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
     from rich.console import Console
 
-    from ahe.simulate.command import simulate_command, suite_command
+    from ahe.simulate.command import simulate_command, suite_command, suite_table_from_runs
 
     if keep_runs not in (None, "first", "all", "none"):
         raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
@@ -197,6 +198,11 @@ def simulate(
     if suite is not None:
         if scenario is not None or iterations is not None:
             raise AheError("--suite runs the suite's own scenario files: drop --scenario and --iterations")
+        if table_only:
+            if out is None:
+                raise AheError("--table-only needs --out, the folder of the suite run")
+            suite_table_from_runs(suite, out.resolve(), seed_range, Console())
+            return
         suite_command(suite, out, seeds, seed_range, names, jobs, keep_runs or "none", Console())
         return
     simulate_command(scenario, out, seeds, iterations, jobs, keep_runs or "first", Console(), policies=names)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ahe.errors import ConfigError
 from ahe.llm.types import RoleConfig
@@ -103,6 +103,14 @@ class ExperimentConfig(RolloutSettings, _Strict):
     # loop continues from the one the rule picks
     variants: int = Field(default=1, ge=1, le=16)
     variant_select: Literal["pass_at_1", "successes_per_mtok"] = "pass_at_1"
+
+    @model_validator(mode="after")
+    def _policy_for_metric(self) -> "ExperimentConfig":
+        """The default policy judges pass/fail evidence; with a reward-key metric (e.g. evoscore) the
+        default is the paper's rule instead (docs/config.md). A policy named explicitly is kept."""
+        if self.metric != "pass_rate" and "strictness" not in self.attribution.model_fields_set:
+            self.attribution = self.attribution.model_copy(update={"strictness": "paper"})
+        return self
 
     def resolve_paths(self, base: Path) -> "ExperimentConfig":
         def fix(p: Path | None) -> Path | None:

@@ -138,10 +138,13 @@ async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = Fal
         if head is not None and p < KEEP_AT and (p <= 1 - KEEP_AT or ev.left < 2):
             return _decide_for(e, ranked, head, a, tasks, 1 - p, leader_before, reeval_tasks,
                                "the latest harness: no earlier one's lead over it is decisive")
-        if p >= KEEP_AT or p <= 1 - KEEP_AT:
-            if head is not None:
-                return _decide_for(e, ranked, a, head, tasks, p, leader_before, reeval_tasks, "the lead over the latest harness is decisive")
+        if head is not None and p >= KEEP_AT and reeval_tasks:  # the lead held on fresh trials too
+            return _decide_for(e, ranked, a, head, tasks, p, leader_before, reeval_tasks,
+                               "the lead over the latest harness is decisive, fresh trials included")
+        if head is None and (p >= KEEP_AT or p <= 1 - KEEP_AT):
             return _decide(e, ranked, tasks, p, leader_before, reeval_tasks, "the lead is decisive by the evidence")
+        # (with keep_latest a leader picked as the best of many is tested on fresh trials before it can win: the
+        # trials that made it the leader are its winner's curse)
         order = sorted((t for t in tasks if max(ev.have(t, a.tag).n, ev.have(t, b.tag).n) < MAX_EXTRA),
                        key=lambda t: (-e.spread(led, t, a, b), t))
         if head is not None and (ev.left < 2 or not order):

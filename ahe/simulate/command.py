@@ -134,7 +134,7 @@ def markdown(rows: list[PolicyRow], sc: Scenario) -> str:
 def suite_command(name: str, out: Path | None, seeds: int | None, seed_range: str, policies: list[str] | None,
                   jobs: int | None, keep_runs: str, console: Console) -> list:
     """Every policy on every world of the suite, (world, seed) pairs spread over `jobs` processes."""
-    from ahe.simulate.suite import load_suite, markdown, seed_list, summarize, world_rows
+    from ahe.simulate.suite import load_suite, seed_list
     from ahe.tempdirs import sweep_stale
 
     suite = load_suite(name)
@@ -167,7 +167,35 @@ def suite_command(name: str, out: Path | None, seeds: int | None, seed_range: st
                 f.writelines(json.dumps({"world": w, **m.model_dump()}) + "\n" for m in got)
             if n % max(1, len(futs) // 20) == 0 or n == len(futs):
                 console.print(f"  {n}/{len(futs)} (world, seed) runs done, {time.monotonic() - t0:.0f} s")
-    took = time.monotonic() - t0
+    return write_suite_table(suite, worlds, metrics, pols, seeds_, seed_range, time.monotonic() - t0, out, console)
+
+
+def suite_table_from_runs(name: str, out: Path, seed_range: str, console: Console) -> list:
+    """The table of an interrupted (or finished) suite, from the runs in OUT/runs.jsonl: the seeds every
+    world finished under every policy."""
+    from ahe.simulate.suite import load_suite
+
+    suite = load_suite(name)
+    path = out / "runs.jsonl"
+    if not path.exists():
+        raise ConfigError(f"--table-only: {path} does not exist; run the suite first")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    pols = list(dict.fromkeys(r["policy"] for r in rows))
+    worlds = {w.name: w for w in suite.worlds if any(r["world"] == w.name for r in rows)}
+    done = {(r["world"], r["seed"]) for r in rows}
+    seeds_ = sorted(s for s in {r["seed"] for r in rows} if all((w, s) in done for w in worlds)
+                    and all(sum(1 for r in rows if r["world"] == w and r["seed"] == s) == len(pols) for w in worlds))
+    if not seeds_:
+        raise ConfigError(f"--table-only: no seed in {path} finished on every world")
+    metrics = {w: [RunMetrics.model_validate({k: v for k, v in r.items() if k != "world"}) for r in rows
+                   if r["world"] == w and r["seed"] in seeds_] for w in worlds}
+    return write_suite_table(suite, worlds, metrics, pols, seeds_, seed_range, float("nan"), out, console)
+
+
+def write_suite_table(suite, worlds: dict, metrics: dict, pols: list[str], seeds_: list[int], seed_range: str,
+                      took: float, out: Path, console: Console) -> list:
+    from ahe.simulate.suite import markdown, summarize, world_rows
+
     rows = [r for w in worlds for r in world_rows(w, sorted(metrics[w], key=lambda m: m.seed), pols)]
     summary = summarize(rows, pols)
     text = markdown(suite, rows, summary, seeds_, seed_range, took)

@@ -186,7 +186,7 @@ def markdown(suite: Suite, rows: list[SuiteRow], summary: list[SummaryRow], seed
              seconds: float) -> str:
     policies = [s.policy for s in summary]
     lines = [f"Suite `{suite.name}`: {len(suite.worlds)} worlds × {len(seeds)} {seed_range} seeds "
-             f"({seeds[0]}–{seeds[-1]}) × {len(policies)} policies, {seconds:.0f} s.", "",
+             f"({seeds[0]}–{seeds[-1]}) × {len(policies)} policies" + (f", {seconds:.0f} s." if seconds == seconds else "."), "",
              "| world | policy | correct decisions | neutral kept | H_best captures | final captures | "
              "H_best below oracle (points) | rollouts | × paper |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
