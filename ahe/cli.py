@@ -207,17 +207,33 @@ def simulate(
     seeds: Optional[int] = typer.Option(None, "--seeds", min=1, help="Override the scenario's number of seeds."),
     iterations: Optional[int] = typer.Option(None, "--iterations", min=1, help="Override the scenario's iterations."),
     jobs: Optional[int] = typer.Option(None, "--jobs", min=1, help="Seeds run in parallel (default: up to 4 CPUs)."),
-    keep_runs: str = typer.Option("first", "--keep-runs", help="Run folders to keep: first (seed), all, none."),
+    keep_runs: Optional[str] = typer.Option(None, "--keep-runs", help="Run folders to keep: first (seed), all, none (default: first; with --suite, none)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="Run a scenario suite (a built-in name such as `standard`, or a folder of scenario files) instead of one scenario."),
+    seed_range: str = typer.Option("eval", "--seed-range", help="With --suite: dev (seeds 0-999, for tuning) or eval (seeds 1000-1999, for reporting)."),
+    policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated verdict policies to compare (any registered name, plugins included)."),
+    table_only: bool = typer.Option(False, "--table-only", help="With --suite: rebuild OUT/suite.md|json from OUT/runs.jsonl (an interrupted suite: the seeds every world finished)."),
     fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: the policy rows, no progress."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
-    from ahe.simulate.command import simulate_command
+    from ahe.simulate.command import simulate_command, suite_command, suite_table_from_runs
     from ahe.tables import TableOutput, resolve_format
 
-    if keep_runs not in ("first", "all", "none"):
+    if keep_runs not in (None, "first", "all", "none"):
         raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
     output = TableOutput(resolve_format(fmt))  # takes the console's place: progress lines and the table
-    rows = simulate_command(scenario, out, seeds, iterations, jobs, keep_runs, output)  # type: ignore[arg-type]
+    names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    if suite is not None:
+        if scenario is not None or iterations is not None:
+            raise AheError("--suite runs the suite's own scenario files: drop --scenario and --iterations")
+        if table_only:
+            if out is None:
+                raise AheError("--table-only needs --out, the folder of the suite run")
+            rows = suite_table_from_runs(suite, out.resolve(), seed_range, output)  # type: ignore[arg-type]
+        else:
+            rows = suite_command(suite, out, seeds, seed_range, names, jobs, keep_runs or "none", output)  # type: ignore[arg-type]
+        output.json([r.model_dump() for r in rows])
+        return
+    rows = simulate_command(scenario, out, seeds, iterations, jobs, keep_runs or "first", output, policies=names)  # type: ignore[arg-type]
     output.json([r.model_dump() for r in rows])
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ahe.errors import ConfigError
 from ahe.llm.types import ROLES, RoleConfig
@@ -57,9 +57,10 @@ class Budgets(_Strict):
 
 class AttributionSettings(_Strict):
     delta: float = Field(default=0.5, gt=0, le=2)  # in the metric's units (EvoScore spans [-1, 1])
-    # a verdict policy of ahe.evolution.policies: paper (= the old "balanced"), lenient, strict;
-    # checked when the loop starts (the policies live above this layer)
-    strictness: str = "paper"
+    # a verdict policy of ahe.evolution.registry: expected-value (the winner of `ahe simulate --suite standard`,
+    # docs/decisions.md), noise, paper (the paper's rule; "balanced" is its old name), lenient, strict,
+    # keep-everything, or a plugin's; checked when the loop starts (the policies live above this layer)
+    strictness: str = "expected-value"
     # the noise policy's targeted re-evaluation: extra trials per iteration, as a share of one round (tasks × k)
     reeval_share: float = Field(default=0.5, ge=0, le=4)
 
@@ -111,6 +112,14 @@ class ExperimentConfig(RolloutSettings, _Strict):
     # loop continues from the one the rule picks
     variants: int = Field(default=1, ge=1, le=16)
     variant_select: Literal["pass_at_1", "successes_per_mtok"] = "pass_at_1"
+
+    @model_validator(mode="after")
+    def _policy_for_metric(self) -> "ExperimentConfig":
+        """The default policy judges pass/fail evidence; with a reward-key metric (e.g. evoscore) the
+        default is the paper's rule instead (docs/config.md). A policy named explicitly is kept."""
+        if self.metric != "pass_rate" and "strictness" not in self.attribution.model_fields_set:
+            self.attribution = self.attribution.model_copy(update={"strictness": "paper"})
+        return self
 
     def resolve_paths(self, base: Path) -> "ExperimentConfig":
         def fix(p: Path | None) -> Path | None:

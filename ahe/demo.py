@@ -178,6 +178,9 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
         "models": {role: {"model": f"mock-{role}"} for role in ("agent", "debugger", "evolve")},
         "mock_policies": {role: f"policies/{role}.yaml" for role in ("agent", "debugger", "evolve")},
         "evolve": {"max_turns": 20, "wall_clock_sec": 600},
+        # the paper's δ-flip rule, explicitly: three tasks at k=2 show its verdicts (chg-1 keep, chg-2 rollback)
+        # step by step; the default policy (expected-value) is judged on the simulator's suite instead
+        "attribution": {"strictness": "paper"},
     }
     if variants > 1:
         config["variants"] = variants

@@ -130,3 +130,29 @@ def test_every_package_module_belongs_to_a_layer() -> None:
             if _layer_of(_module_name(f)) is None:
                 orphans.append(str(f.relative_to(ROOT)))
     assert not orphans, "modules outside every layer (add them to LAYERS/TOP and docs/architecture.md): " + ", ".join(orphans)
+
+
+def test_the_evolution_modules_import_each_other_without_a_cycle() -> None:
+    """Inside ahe.evolution too (imports in functions count): the verdict policies are leaves the
+    loop calls and `ahe.evolution.registry` registers; no policy imports the registry, attribution,
+    phases or the loop, and nothing imports the loop's privates."""
+    pkg = ROOT / "ahe" / "evolution"
+    mods = {_module_name(f): f for f in pkg.glob("*.py") if f.name != "__init__.py"}
+    graph = {m: {d for d in mods if d != m and any(i == d or i.startswith(d + ".") for i in _imports(f))}
+             for m, f in mods.items()}
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack + [node, nxt]
+            if nxt not in state and (cycle := visit(nxt, stack + [node])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            cycle = visit(m, [])
+            assert cycle is None, "import cycle inside ahe.evolution: " + " -> ".join(cycle)

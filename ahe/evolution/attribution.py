@@ -21,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ahe.evolution.metric import PASS_RATE, task_scores
-from ahe.evolution.policies import RoundEvidence, TaskEvidence, get_policy
+from ahe.evolution.policies import RoundEvidence, TaskEvidence
+from ahe.evolution.registry import get_policy
+from ahe.evolution.scoring import score  # noqa: F401 (its old home)
 from ahe.harness.manifest import ChangeEntry
 from ahe.rollout.models import RunResults
-from ahe.run_folder.decisions import Attribution, PredictionScore
+from ahe.run_folder.decisions import Attribution
 
 
 def flips(before: dict[str, float], after: dict[str, float], delta: float) -> tuple[list[str], list[str]]:
@@ -34,20 +36,6 @@ def flips(before: dict[str, float], after: dict[str, float], delta: float) -> tu
     improved = [t for t in common if after[t] - before[t] >= delta - eps]
     regressed = [t for t in common if before[t] - after[t] >= delta - eps]
     return improved, regressed
-
-
-def score(predicted: set[str], actual: set[str], n: int) -> PredictionScore:
-    hits = predicted & actual
-    return PredictionScore(
-        predicted=sorted(predicted),
-        actual=sorted(actual),
-        hits=sorted(hits),
-        precision=len(hits) / len(predicted) if predicted else None,
-        recall=len(hits) / len(actual) if actual else None,
-        # a predictor naming |predicted| of the n tasks uniformly at random:
-        random_precision=len(actual) / n if predicted and n else None,
-        random_recall=min(1.0, len(predicted) / n) if actual and n else None,
-    )
 
 
 def replay_touched(c: ChangeEntry) -> set[str]:

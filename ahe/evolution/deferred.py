@@ -119,7 +119,7 @@ async def gather(rd: Any, pending: list[Pending], ledger: Ledger, repo: Any, *, 
     """Re-evaluation trials for open deferred changes: a trial at a time per undecided watched task,
     on the side with fewer trials (this round's base, or it without the change: a tag built with git
     plumbing), closest to a decision first, out of what the round's budget has left (RESERVE kept for H_best)."""
-    from ahe.evolution.reeval import without_change
+    from ahe.evolution.reeval import tag_commit, without_change
 
     ev = rd.ev
     reserve = int(ev.budget * RESERVE)
@@ -137,8 +137,8 @@ async def gather(rd: Any, pending: list[Pending], ledger: Ledger, repo: Any, *, 
                 side = next((tag for tag in order if ev.have(t, tag).n < per_side), None)
                 if side is None or any(r[1:3] == (t, side) for r in reqs):
                     continue
-                if side == wtag and repo.tag_commit(wtag) is None:
-                    without_change(repo, repo.tag_commit(rd.btag), p.verdict.commit, wtag)
+                if side == wtag and tag_commit(repo, wtag) is None:
+                    without_change(repo, tag_commit(repo, rd.btag), p.verdict.commit, wtag)
                 rd.extra_states[wtag] = rd.before - {p.key}
                 reqs.append((abs(pu - 0.5), t, side, ev.have(t, side).n + 1))
         if not reqs:

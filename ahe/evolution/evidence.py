@@ -89,8 +89,10 @@ def fit_prior(counts: list[Counts], floor: float = 0.1, ceiling: float = 1.0) ->
     r = np.array([c.s / c.n for c in rows])
     n = np.array([c.n for c in rows], dtype=float)
     m = float(r.mean())
-    if m <= 0 or m >= 1:
-        return UNIFORM
+    if m <= 0:  # every trial failed: a U-shaped benchmark's failing side, not a coin (else an all-fail run is lifted to 1/(n+2))
+        return Prior(floor, ceiling)
+    if m >= 1:
+        return Prior(ceiling, floor)
     v = float(r.var()) - float(np.mean(m * (1 - m) / n))
     v = max(v, 1e-6)
     common = max(m * (1 - m) / v - 1, 1e-3)
@@ -115,15 +117,17 @@ class Ledger:
 
     def pooled(self, task: str, state: frozenset[str]) -> Counts:
         """All trials of `task` that are evidence about `state` (see the module docstring)."""
-        total = Counts()
+        s = n = 0
+        judged, touched = self.judged, self.touched
         for st, c in self.obs.get(task, {}).items():
-            if self.compatible(task, st, state):
-                total = total + c
-        return total
+            if st is state or st == state or all(ch in judged and task not in touched.get(ch, ()) for ch in st ^ state):
+                s += c.s
+                n += c.n
+        return Counts(s, n)
 
     def compatible(self, task: str, st: frozenset[str], state: frozenset[str]) -> bool:
         """Trials of `task` on `st` are evidence about `state`."""
-        return all(ch in self.judged and task not in self.touched.get(ch, set()) for ch in st ^ state)
+        return all(ch in self.judged and task not in self.touched.get(ch, ()) for ch in st ^ state)
 
     def exact(self, task: str, state: frozenset[str]) -> Counts:
         return self.obs.get(task, {}).get(state, Counts())

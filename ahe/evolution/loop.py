@@ -41,7 +41,8 @@ from ahe.evolution.phases import (
     rollback_phase,
     rollout_phase,
 )
-from ahe.evolution.policies import get_policy
+from ahe.evolution.faults import maybe_kill_self
+from ahe.evolution.registry import get_policy
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.resources import seed_workspace
@@ -57,6 +58,7 @@ class EvolutionLoop:
                  executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None) -> None:
         policy = get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
         self.by_evidence = hasattr(policy, "judge_round")  # H_best by the evidence, after each rollback
+        self.best_keeps_latest = bool(getattr(policy, "best_keeps_latest", False))  # the latest harness unless beaten decisively
         if self.by_evidence and cfg.metric != PASS_RATE:
             raise AheError(f"attribution.strictness {cfg.attribution.strictness!r} judges pass/fail evidence, so it "
                            f"cannot judge metric {cfg.metric!r}; use paper, lenient or strict with that metric.")
@@ -166,7 +168,8 @@ class EvolutionLoop:
     def _finish(self, state: LoopState, reason: str) -> LoopState:
         state.stopped, state.finished = reason, True
         self.run.save_state(state)
-        self.run.history(f"- loop ended: {reason}")
+        scores = self.run.load_scores()
+        self.run.history(f"- loop ended: {reason}" + (f"; best: {_best_words(scores)}" if scores.best_iteration is not None else ""))
         self.run.event("loop_end", reason=reason)
         return state
 
@@ -184,7 +187,7 @@ class EvolutionLoop:
             state.phase_base[key] = repo.head()
             self.run.save_state(state)
         self.run.event("phase_start", iteration=it, phase=phase)
-        _maybe_kill_self(key)
+        maybe_kill_self(key)
         self.console.print(f"[bold]iteration {it}{' (final evaluation)' if final else ''}[/] — {phase}")
         t0 = time.monotonic()
         if phase == "rollout":
@@ -244,10 +247,10 @@ class EvolutionLoop:
         scores.upsert(score)
         scores.metric = self.cfg.metric
         value = score.metric_value
-        if scores.best_metric_value is None and scores.best_iteration is not None:  # scores of an older AHE
-            scores.best_metric_value = scores.best_pass_at_1
+        if scores.best_metric_value is None and scores.best_iteration is not None and not self._best_later():
+            scores.best_metric_value = scores.best_pass_at_1  # scores of an older AHE
         # by the evidence, H_best is chosen after the rollback (pass-rate evidence only)
-        later = self._best_later() and scores.best_pass_at_1 is not None
+        later = self._best_later() and scores.best_iteration is not None
         if not later and (scores.best_metric_value is None or value > scores.best_metric_value + 1e-12):
             scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = it, commit, results.pass_at_1
             scores.best_metric_value = value
@@ -257,7 +260,7 @@ class EvolutionLoop:
         self.run.history(
             f"- iteration {it}: evaluated {tag} ({commit[:10]}): pass@1 {results.pass_at_1:.3f} "
             f"({results.n_passed}/{results.n_trials}), pass@{results.k} {results.pass_at_k:.3f}{by}, "
-            f"infra errors {results.infra_errors}; best so far: iteration {scores.best_iteration} ({scores.best_metric_value:.3f})"
+            f"infra errors {results.infra_errors}; best so far: {_best_words(scores)}"
         )
 
     def _record_attribution(self, it: int, att: Attribution) -> None:
@@ -272,10 +275,11 @@ class EvolutionLoop:
             + (f" (agent ∪ replay: precision {_pct(up.precision)} recall {_pct(up.recall)})"
                if (up := att.union_regression_predictions) is not None else "")
         )
-        for v in att.rejudged:  # deferred changes of earlier iterations, judged again (noise policy)
+        for v in att.rejudged:  # changes of earlier iterations judged again (deferred ones; earlier keeps under expected-value)
             self.run.event("decision", iteration=it, change=v.change_id, change_iteration=v.change_iteration,
                            verdict=v.verdict, reason=v.reason)
-            self.run.history(f"  - deferred {v.change_id} of iteration {v.change_iteration} judged again: {v.verdict} — {v.reason}")
+            what = "deferred " if v.deferred_rounds else ""
+            self.run.history(f"  - {what}{v.change_id} of iteration {v.change_iteration} judged again: {v.verdict} — {v.reason}")
 
     def _record_reeval(self, scores: Scores, it: int, att: Attribution) -> None:
         r = att.reeval
@@ -299,10 +303,12 @@ class EvolutionLoop:
         re-evaluating the two best harnesses when close (ahe.evolution.hbest)."""
         from ahe.evolution.hbest import choose_best, record
 
-        best, est, decision = await choose_best(ctx, it)
+        best, est, decision = await choose_best(ctx, it, keep_latest=self.best_keeps_latest)
         summary = record(self.run, it, decision)
-        scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = best.round, best.commit, round(est, 6)
-        scores.best_metric_value = scores.best_pass_at_1
+        # where pass@1 stands, only a measured one: the round that evaluated exactly this harness, else none
+        measured = next((s.pass_at_1 for s in scores.iterations if s.harness_commit == best.commit), None)
+        scores.best_iteration, scores.best_commit, scores.best_pass_at_1 = best.round, best.commit, measured
+        scores.best_metric_value = measured
         ctx.repo.tag("best", best.commit)
         score = scores.get(it)
         if score is not None and decision.spent:  # set, not added: a redone phase counts its finished trials again
@@ -313,8 +319,8 @@ class EvolutionLoop:
         self.run.save_scores(scores)
         lead = f"; P(lead) {decision.p_lead:.3f} over {(decision.runner_up or '')[:10]}" if decision.p_lead is not None else ""
         again = f"; {decision.spent} re-evaluation trials on {', '.join(decision.reeval_tasks)}" if decision.spent else ""
-        self.run.history(f"  - best harness by the evidence: round {best.round} ({best.commit[:10]}, estimated pass@1 {est:.3f})"
-                         f"{lead}{again} — {decision.reason}")
+        self.run.history(f"  - best harness by the evidence: {_best_words(scores)}; its estimated pass@1 (posterior mean, "
+                         f"not a score) {est:.3f}{lead}{again} — {decision.reason}")
 
     def _record_rollback(self, scores: Scores, it: int, att: Attribution | None, report: RollbackReport) -> None:
         score = scores.get(it)
@@ -369,19 +375,13 @@ class EvolutionLoop:
         return None
 
 
-def _maybe_kill_self(phase_key: str) -> None:
-    """Fault injection for resume tests: AHE_KILL_AT=<iteration>/<phase>[+seconds] SIGKILLs
-    this process at the start of that phase (or that many seconds into it)."""
-    spec = os.environ.get("AHE_KILL_AT")
-    if not spec:
-        return
-    target, _, delay = spec.partition("+")
-    if target != phase_key:
-        return
-    if delay:
-        asyncio.get_running_loop().call_later(float(delay), os.kill, os.getpid(), signal.SIGKILL)
-    else:
-        os.kill(os.getpid(), signal.SIGKILL)
+def _best_words(scores: Scores) -> str:
+    """H_best in the words history, audit and report share: its round and what was measured on it."""
+    commit = f" ({scores.best_commit[:10]})" if scores.best_commit else ""
+    if scores.best_metric_value is not None:
+        return f"iteration {scores.best_iteration}{commit}, {metric_label(scores.metric)} {scores.best_metric_value:.3f}" \
+            if scores.metric != PASS_RATE else f"iteration {scores.best_iteration}{commit}, pass@1 {scores.best_metric_value:.3f}"
+    return f"iteration {scores.best_iteration}{commit}, the harness its rollback left (no round evaluated it as it is)"
 
 
 def _pct(x: float | None) -> str:

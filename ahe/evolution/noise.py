@@ -22,13 +22,15 @@ A change is judged by evidence, not by a δ threshold on two trials:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ahe.evolution.deferred import Pending, defer_or_rollback, gather, rejudge, share_watch, track_deferred
 from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior, prob_between, prob_greater
-from ahe.evolution.reeval import Reevaluator, make_reevaluator, without_change
+from ahe.evolution.reeval import Reevaluator, make_reevaluator, tag_commit, without_change
+from ahe.evolution.scoring import score
 from ahe.harness.manifest import ChangeEntry
 from ahe.run_folder import (Attribution, ChangeVerdict, ReevalHarness, ReevalSummary, RunFolder, TaskEvidenceRecord,
                             read_model)
@@ -46,6 +48,7 @@ CONFIRM = 2  # a movement seen in the round's own trials must survive this many 
 
 
 EARLIER = "no change of this round explains it"
+EVIDENCE_POLICIES = {"noise", "expected-value"}  # their verdicts name the tasks each change touched
 
 
 def change_key(iteration: int, change_id: str) -> str:
@@ -95,7 +98,7 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
             for v in att.rejudged + att.changes:
                 key = change_key(v.change_iteration if v.change_iteration is not None else r - 1, v.change_id)
                 rp.ledger.judged.add(key)
-                moved = v.touched_tasks if att.strictness == "noise" else att.improved + att.regressed
+                moved = v.touched_tasks if att.strictness in EVIDENCE_POLICIES else att.improved + att.regressed
                 rp.ledger.touched[key] = set(moved) | (set(v.watch_tasks) if v.verdict == "deferred" else set())
                 track_deferred(rp.deferred, key, v, base, state, r)
             share_watch(rp.ledger, [(change_key(r - 1, v.change_id), v) for v in att.changes])
@@ -115,9 +118,31 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
     return rp
 
 
-def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> None:
-    from ahe.rollout.trial import load_result
+_OUTCOMES: dict[str, tuple[int, bool]] = {}  # result.json -> (mtime_ns, passed): a finished trial is read once
 
+
+def _outcome(trial_dir: Path) -> bool | None:
+    """A finished re-evaluation trial's outcome (None: absent, unreadable or an infrastructure error)."""
+    from ahe.rollout.trial import RESULT_FILE, load_result
+
+    path = trial_dir / RESULT_FILE
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    hit = _OUTCOMES.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    res = load_result(trial_dir)
+    if res is None or res.infra:
+        return None
+    if len(_OUTCOMES) > 200_000:
+        _OUTCOMES.clear()
+    _OUTCOMES[str(path)] = (stamp, res.passed)
+    return res.passed
+
+
+def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> None:
     folder = run.iteration(r)
     info = read_model(folder.reeval_json, ReevalSummary)
     harnesses = dict(info.harnesses) if info else {}
@@ -125,11 +150,11 @@ def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> No
         harnesses.update(info.best.harnesses)
     for tag, h in harnesses.items():
         for task_dir in folder.reeval.glob(f"*/{tag}"):
-            got = [res for res in (load_result(d) for d in task_dir.glob("trial-*")) if res is not None and not res.infra]
-            rp.ledger.add(task_dir.parent.name, frozenset(h.state), sum(x.passed for x in got), len(got))
+            got = [x for x in (_outcome(d) for d in task_dir.glob("trial-*")) if x is not None]
+            rp.ledger.add(task_dir.parent.name, frozenset(h.state), sum(got), len(got))
             if tag == f"iter-{r - 1:03d}":  # the round's own head: part of what the round saw
                 rnd = rp.rounds.setdefault(r, {})
-                rnd[task_dir.parent.name] = rnd.get(task_dir.parent.name, Counts()) + Counts(sum(x.passed for x in got), len(got))
+                rnd[task_dir.parent.name] = rnd.get(task_dir.parent.name, Counts()) + Counts(sum(got), len(got))
 
 
 @dataclass
@@ -244,8 +269,8 @@ async def _pin(rd: _Round, movers: dict[str, str], repo) -> tuple[dict[str, list
             if rd.ev is None or rd.ev.left < 1:
                 break
             tag = f"{rd.atag}-without-{cid}"
-            if repo.tag_commit(tag) is None:
-                without_change(repo, repo.tag_commit(rd.atag) or repo.head(), by_id[cid].commit, tag)
+            if tag_commit(repo, tag) is None:
+                without_change(repo, tag_commit(repo, rd.atag) or repo.head(), by_id[cid].commit, tag)
             while rd.ev.left >= 1:
                 await rd.ev.run([(t, tag, rd.ev.have(t, tag).n + 1)])
                 loo = rd.ev.have(t, tag)
@@ -359,8 +384,6 @@ def _no_big_rise(rd: _Round, t: str, rng: np.random.Generator) -> float:
 
 
 def _attribution(rd: _Round, movers, attributed, how, predicted, verdicts, run: RunFolder) -> Attribution:
-    from ahe.evolution.attribution import score  # (attribution imports the policy registry, which imports us)
-
     before_res, after_res = run.iteration(rd.it - 1).results(), run.iteration(rd.it).results()
     assert before_res is not None and after_res is not None  # replay() read them already
     up = sorted(t for t, m in movers.items() if m == "up")
@@ -435,7 +458,7 @@ class NoisePolicy:
 
     async def judge_round(self, ctx: Any, it: int) -> Attribution:
         """The whole round of iteration it−1's changes, with re-evaluation trials through ctx's executor."""
-        from ahe.evolution.phases import reeval_executor, rollout_config
+        from ahe.evolution.context import reeval_executor, rollout_config
 
         results = ctx.run.iteration(it).results()
         n_tasks = len(results.tasks) if results else 0

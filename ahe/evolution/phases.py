@@ -10,45 +10,19 @@ needs for its bookkeeping (scores, history, events, budgets), usage included. Th
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from rich.console import Console
 
-from ahe.config import ExperimentConfig
 from ahe.evolution.attribution import attribute
+from ahe.evolution.context import (PhaseContext, StopRequested, evolve_limits, reeval_executor,  # noqa: F401 (re-exported)
+                                  rollout_config)
 from ahe.evolution.rollback import apply_rollbacks
 from ahe.harness.manifest import ChangeEntry, Manifest
-from ahe.harness.repo import HarnessRepo
-from ahe.llm.types import RoleConfig, Usage
-from ahe.rollout.executor import Executor
+from ahe.llm.types import Usage
 from ahe.rollout.models import RunResults
-from ahe.rollout.scheduler import RolloutConfig, run_rollouts
-from ahe.run_folder import Attribution, HarnessRef, RollbackReport, RunFolder, write_model
-
-if TYPE_CHECKING:
-    from evolve_agent import EvolveLimits
-
-
-class StopRequested(Exception):
-    """Ctrl-C: the current phase was interrupted; it will be redone on --resume."""
-
-
-@dataclass
-class PhaseContext:
-    """What every phase works with: the config, the run folder, the harness repository."""
-
-    cfg: ExperimentConfig
-    run: RunFolder
-    repo: HarnessRepo
-    tasks_dir: Path  # the resolved task folder (a task source may have produced it)
-    roles: dict[str, RoleConfig] = field(default_factory=dict)
-    console: Console = field(default_factory=lambda: Console(stderr=True, quiet=True))
-    should_stop: Callable[[], bool] = lambda: False
-    executor: Executor | None = None  # None: trials in sandboxes (AsyncioExecutor); `ahe simulate` injects one
-    evolve: Callable[..., Awaitable[Manifest]] | None = None  # None: the evolve agent; `ahe simulate` scripts it
+from ahe.rollout.scheduler import run_rollouts
+from ahe.run_folder import Attribution, HarnessRef, RollbackReport, write_model
 
 
 class RolloutOutcome(BaseModel):
@@ -63,34 +37,6 @@ class EvolveOutcome(BaseModel):
     manifest: Manifest
     usage: Usage
     variant_rollouts: Usage | None = None  # best-of-N: the agent tokens of evaluating the variants
-
-
-def rollout_config(ctx: PhaseContext) -> RolloutConfig:
-    """The rollout of the live workspace under the experiment's rollout settings."""
-    return RolloutConfig(
-        **ctx.cfg.rollout_settings(),
-        tasks_dir=ctx.tasks_dir,
-        workspace=ctx.run.workspace,
-        agent_role=ctx.roles["agent"],
-        seal_dir=ctx.run.sealed,  # sealed once at the run's start (EvolutionLoop.context)
-    )
-
-
-@contextlib.contextmanager
-def reeval_executor(ctx: PhaseContext):
-    """The executor re-evaluation trials run on: the injected one, else the one `executor:` names
-    (so under `executor: ray` they run on the cluster like the rounds), closed afterwards."""
-    if ctx.executor is not None:
-        yield ctx.executor
-        return
-    from ahe.rollout.scheduler import make_executor
-
-    executor = make_executor(rollout_config(ctx), ctx.should_stop)
-    try:
-        yield executor
-    finally:
-        if hasattr(executor, "close"):
-            executor.close()
 
 
 async def rollout_phase(ctx: PhaseContext, it: int) -> RolloutOutcome:
@@ -135,7 +81,7 @@ def accepted_changes(ctx: PhaseContext, it: int) -> list[ChangeEntry]:
 async def attribution_phase(ctx: PhaseContext, it: int) -> Attribution:
     """Judge the changes of iteration t-1 by what flipped between t-1 and t (or, for a policy
     that judges whole rounds, by its own evidence and re-evaluation trials)."""
-    from ahe.evolution.policies import get_policy
+    from ahe.evolution.registry import get_policy
 
     policy: Any = get_policy(ctx.cfg.attribution.strictness)
     if hasattr(policy, "judge_round"):
@@ -190,19 +136,6 @@ async def debug_phase(ctx: PhaseContext, it: int) -> Usage | None:
         reasoning_tokens=int(u.get("reasoning_tokens", 0)),
         cost_usd=u.get("cost_usd"),
     )
-
-
-def _replay_settings(ctx: PhaseContext) -> Any:
-    """Regression foresight re-executes in the run's own sandbox backend unless told otherwise."""
-    replay = ctx.cfg.evolve.replay
-    return replay if replay.reexec_sandbox else replay.model_copy(update={"reexec_sandbox": ctx.cfg.sandbox})
-
-
-def evolve_limits(ctx: PhaseContext) -> "EvolveLimits":
-    from evolve_agent import EvolveLimits
-
-    return EvolveLimits(max_turns=ctx.cfg.evolve.max_turns, wall_clock_sec=ctx.cfg.evolve.wall_clock_sec,
-                        replay=_replay_settings(ctx))
 
 
 async def explore_phase(ctx: PhaseContext, it: int) -> EvolveOutcome | None:

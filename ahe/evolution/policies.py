@@ -22,7 +22,10 @@ counts as one of that change's materialised risks. Regressions nobody predicted 
 touched cannot be pinned on one change by these rules, so they count against every change
 whose own predictions did not hold (under `strict`, against every change).
 
-Adding a policy is one class plus one registration: `register_policy(MyPolicy())`.
+Policies are leaves: none imports the registry or the loop. `ahe.evolution.registry` registers
+the built-in ones; adding a policy is one class plus one registration,
+`ahe.evolution.registry.register_policy(MyPolicy())` (in a plugin module named by AHE_PLUGINS or
+an `ahe.plugins` entry point).
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry
 from ahe.run_folder.decisions import ChangeVerdict, Verdict
 
@@ -140,27 +142,6 @@ class _FlipRule:
         )
 
 
-_POLICIES: dict[str, VerdictPolicy] = {}
-_ALIASES = {"balanced": "paper"}  # the paper's rule under its name before policies existed
-
-
-def register_policy(policy: VerdictPolicy) -> VerdictPolicy:
-    _POLICIES[policy.name] = policy
-    return policy
-
-
-def policy_names() -> list[str]:
-    return sorted(_POLICIES) + sorted(_ALIASES)
-
-
-def get_policy(name: str) -> VerdictPolicy:
-    """The policy called `name` (or its old alias), or one sentence naming the valid ones."""
-    policy = _POLICIES.get(_ALIASES.get(name, name))
-    if policy is None:
-        raise AheError(f"attribution.strictness {name!r}: no such verdict policy; use one of: {', '.join(policy_names())}")
-    return policy
-
-
 class _KeepEverything:
     name = "keep-everything"
 
@@ -177,11 +158,7 @@ class _KeepEverything:
         )
 
 
-register_policy(_FlipRule("paper", net_loss=True, strict=False))
-register_policy(_FlipRule("lenient", net_loss=False, strict=False))
-register_policy(_FlipRule("strict", net_loss=False, strict=True))
-register_policy(_KeepEverything())
-
-from ahe.evolution.noise import NoisePolicy  # noqa: E402  (it uses this module's registry types)
-
-register_policy(NoisePolicy())
+PAPER = _FlipRule("paper", net_loss=True, strict=False)
+LENIENT = _FlipRule("lenient", net_loss=False, strict=False)
+STRICT = _FlipRule("strict", net_loss=False, strict=True)
+KEEP_EVERYTHING = _KeepEverything()

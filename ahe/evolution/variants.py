@@ -35,7 +35,7 @@ from ahe.rollout.models import RunResults
 from ahe.run_folder import VariantRecord, VariantsReport, read_model, write_model
 
 if TYPE_CHECKING:
-    from ahe.evolution.phases import PhaseContext
+    from ahe.evolution.context import PhaseContext
 
 Rule = Literal["pass_at_1", "successes_per_mtok"]
 
@@ -75,7 +75,7 @@ def choose(records: list[VariantRecord], rule: Rule) -> tuple[int | None, str]:
 
 
 async def _one(ctx: "PhaseContext", it: int, n: int, base: str, prior: tuple[ChangeEntry, ...]) -> tuple[VariantRecord, Manifest, RunResults]:
-    from ahe.evolution.phases import evolve_limits, rollout_config
+    from ahe.evolution.context import evolve_limits, rollout_config
     from ahe.rollout.scheduler import run_rollouts
     from evolve_agent.phase import AgentSpec, build_instruction, known_tasks, run_evolve_phase
 
@@ -99,9 +99,9 @@ async def _one(ctx: "PhaseContext", it: int, n: int, base: str, prior: tuple[Cha
         vrepo.discard_uncommitted()
     cfg = rollout_config(ctx).model_copy(update={"workspace": ws})
     results = await run_rollouts(cfg, d, should_stop=ctx.should_stop)
-    from ahe.evolution.loop import _maybe_kill_self
+    from ahe.evolution.faults import maybe_kill_self
 
-    _maybe_kill_self(f"{it:03d}/variant-{n}-evaluated")  # fault injection for the resume test
+    maybe_kill_self(f"{it:03d}/variant-{n}-evaluated")  # fault injection for the resume test
     tpt, spm = _metrics(results)
     rec = VariantRecord(
         n=n, branch=branch_name(it, n), head_commit=vrepo.head(),
@@ -119,7 +119,7 @@ async def run_variants(ctx: "PhaseContext", it: int, prior: tuple[ChangeEntry, .
 
     Returns (the chosen manifest, the evolve usage of all variants, the rollout usage of all).
     """
-    from ahe.evolution.phases import StopRequested
+    from ahe.evolution.context import StopRequested
 
     base = ctx.repo.head()
     folder = ctx.run.iteration(it)

@@ -357,13 +357,14 @@ def _best_table(rows: list[dict]) -> Any:
     """H_best without the winner's curse: the two best harnesses, the tasks re-run, the lead's posterior."""
     from rich.table import Table
 
-    t = Table(title="H_best after each rollback (the leader's lead must pass the evidence test)")
+    t = Table(title="H_best after each rollback (the leader's lead must pass the evidence test; "
+                    "est. = estimated pass@1, a posterior mean, not a score)")
     for col in ("after iteration", "leader before", "declared best", "runner-up", "differ on", "re-run", "trials",
                 "P(lead)", "why"):
         t.add_column(col, overflow="fold")
     for r in rows:
         est = {c["commit"]: c["estimate"] for c in r["candidates"]}
-        name = lambda c: f"{c[:10]} ({est[c]:.3f})" if c else "-"  # noqa: E731
+        name = lambda c: f"{c[:10]} (est. {est[c]:.3f})" if c else "-"  # noqa: E731
         t.add_row(str(r["iteration"]), name(r["leader_before"]), f"round {r['best_round']}: {name(r['best_commit'])}",
                   name(r["runner_up"]), ", ".join(r["tasks"]) or "-", ", ".join(r["reeval_tasks"]) or "-",
                   f"{r['spent']} of {r['budget']}", "-" if r["p_lead"] is None else f"{r['p_lead']:.3f}", Text(r["reason"]))

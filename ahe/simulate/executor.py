@@ -17,7 +17,7 @@ from typing import Sequence
 from ahe.llm.types import Usage
 from ahe.rollout.executor import OnEvent
 from ahe.rollout.models import TrialResult, TrialSpec
-from ahe.io import atomic_write_json
+from ahe.io import atomic_write_text
 from ahe.runtime.trace import now_iso
 from ahe.simulate.world import World, markers_in
 
@@ -64,7 +64,7 @@ class SimulatedExecutor:
                 started_at=now_iso(),
             )
             spec.trial_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(spec.trial_dir / "result.json", res.model_dump(mode="json"))
+            atomic_write_text(spec.trial_dir / "result.json", res.model_dump_json() + "\n")  # compact: thousands per run
             self.trials_run += 1
             if on_event:
                 on_event("end", spec, res)

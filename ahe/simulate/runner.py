@@ -19,9 +19,6 @@ from ahe.simulate.metrics import RunMetrics, measure
 from ahe.simulate.scenario import Scenario
 from ahe.simulate.world import World, task_names
 
-# policy name in the table -> attribution.strictness
-POLICIES = {"keep-everything": "keep-everything", "paper": "paper", "strict": "strict", "noise": "noise"}
-
 
 def write_tasks(root: Path, n: int) -> Path:
     """Minimal Harbor task folders (the loop loads them; the simulated executor never runs them)."""
@@ -48,12 +45,12 @@ def run_one(sc: Scenario, world: World, policy: str, run_dir: Path, tasks_dir: P
         k=sc.k,
         concurrency=1,
         retry_infra=0,
-        attribution=AttributionSettings(strictness=POLICIES[policy], reeval_share=sc.reeval_share),
+        attribution=AttributionSettings(strictness=policy, reeval_share=sc.reeval_share),
         debugger=DebuggerSettings(enabled=False),
     )
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    loop = EvolutionLoop(cfg, run_dir, executor=SimulatedExecutor(world), evolve=ScriptedEvolve(world))
+    loop = EvolutionLoop(cfg, run_dir, executor=SimulatedExecutor(world), evolve=ScriptedEvolve(world, gate=sc.gate))
     repo = loop.prepare(resume=False)
     asyncio.run(loop.run_loop(repo, {}))
     return measure(run_dir, world, policy)

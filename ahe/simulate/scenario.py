@@ -77,8 +77,9 @@ class Scenario(_Strict):
     tasks: TaskMix = Field(default_factory=TaskMix)
     changes: Changes = Field(default_factory=Changes)
     manifests: ManifestQuality = Field(default_factory=ManifestQuality)
-    policies: list[str] = Field(default_factory=lambda: ["keep-everything", "paper", "strict", "noise"])
-    reeval_share: float = Field(default=0.5, ge=0, le=2, description="re-evaluation budget per iteration, as a share of one round's trials")
+    policies: list[str] = Field(default_factory=lambda: ["keep-everything", "paper", "strict", "noise", "expected-value"])
+    gate: bool = Field(default=False, description="run the evolve agent's validation gate on every simulated change (a marker file always passes it; ~0.4 s a change)")
+    reeval_share: float = Field(default=0.5, ge=0, le=2, description="re-evaluation budget per iteration (noise, expected-value), as a share of one round's trials")
 
 
 def load_scenario(path: Path | None) -> Scenario:

@@ -1,0 +1,62 @@
+"""The expected-value policy (docs/decisions.md): spike-and-slab evidence per task, verdicts by the
+posterior expected effect on pass@1 against a stated clutter cost, through the real loop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from ahe.evolution.evidence import Counts, Prior
+from ahe.evolution.expected_value import CLUTTER, expected_loss, p_moved, task_effect
+from ahe.evolution.registry import get_policy
+from tests.test_simulate import _loop, _run, _verdicts, _world
+
+U = Prior(0.2, 0.2)  # a U-shaped benchmark
+
+
+def test_history_makes_two_trials_strong_evidence_and_a_name_raises_the_prior() -> None:
+    assert p_moved(Counts(0, 14), Counts(2, 2), U, 1 / 3) > 0.99  # 0/14 before, 2/2 now
+    assert p_moved(Counts(0, 2), Counts(1, 2), U, 1 / 3) < 0.6  # 0/2 and 1/2 is not
+    assert p_moved(Counts(0, 14), Counts(2, 2), U, 0.01) < p_moved(Counts(0, 14), Counts(2, 2), U, 1 / 3)
+    assert p_moved(Counts(10, 20), Counts(10, 20), U, 1 / 3) < 1 / 3  # no difference: below the prior
+
+
+def test_an_effect_is_its_probability_times_its_size_and_the_loss_of_a_clear_decision_is_small() -> None:
+    up = task_effect("t", Counts(0, 14), Counts(4, 4), U, 1 / 3)
+    flat = task_effect("t", Counts(7, 14), Counts(7, 14), U, 1 / 3)
+    assert up.mean > 0.8 and abs(flat.mean) < 0.02
+    assert expected_loss(0.05, 1e-6, 0.001) < 1e-9 < expected_loss(0.001, 1e-4, 0.001)
+
+
+def test_expected_value_keeps_the_strong_fix_and_reverts_the_harm_and_the_bloat(tmp_path: Path) -> None:
+    world = _world()
+    loop = _loop(tmp_path, world, "expected-value")
+    _run(loop)
+    assert _verdicts(loop.run.root) == {"c001-1-good": "keep", "c001-2-idle": "rollback", "c002-1-bad": "rollback"}
+    att = json.loads((loop.run.root / "iterations" / "002" / "attribution.json").read_text())
+    assert att["strictness"] == "expected-value"
+    good = next(c for c in att["changes"] if c["change_id"] == "chg-1")
+    # every verdict says why in the same words: the expected effect, its spread, the stated cost; and a confidence
+    assert good["verdict"] == "keep" and "expected effect on pass@1 +" in good["reason"]
+    assert f"clutter cost of {100 * CLUTTER / 16:.2f}" in good["reason"]
+    assert good["confidence"] >= 0.9 and set(good["touched_tasks"]) <= {"sim-task-001", "sim-task-002", "sim-task-003"}
+    # the idle change shared the round's rises by the prior and was kept; the next round judged it again on every task
+    later = json.loads((loop.run.root / "iterations" / "003" / "attribution.json").read_text())
+    idle = [v for v in att["changes"] + later["changes"] + later["rejudged"] if v["change_id"] == "chg-2"][-1]
+    assert idle["verdict"] == "rollback" and idle["confidence"] > 0.5
+    ws = loop.run.workspace
+    final = subprocess.run(["git", "-C", str(ws), "ls-tree", "--name-only", "final:sim"], capture_output=True, text=True).stdout.split()
+    assert final == ["c001-1-good.md"]
+    scores = json.loads((loop.run.root / "scores.json").read_text())
+    best = subprocess.run(["git", "-C", str(ws), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
+                          capture_output=True, text=True).stdout.split()
+    assert world.pass_at_1({m[:-3] for m in best}) == world.pass_at_1({"c001-1-good"})
+    assert scores["best_pass_at_1"] is None or 0 <= scores["best_pass_at_1"] <= 1
+
+
+def test_it_is_the_default_and_judges_whole_rounds() -> None:
+    from ahe.config import AttributionSettings
+
+    policy = get_policy(AttributionSettings().strictness)
+    assert policy.name == "expected-value" and hasattr(policy, "judge_round") and policy.best_keeps_latest
