@@ -33,8 +33,9 @@ def init_experiment(directory: Path, *, tasks: Path | None, name: str | None) ->
 
 
 def _check_executor(cfg: ExperimentConfig, updates: dict) -> None:
-    """Ray missing, a wrong address, or an address the local executor would ignore: one
-    sentence before a run folder is made (not after it, mid-iteration)."""
+    """Ray missing, a wrong address, an address the local executor would ignore, or a sandbox
+    backend that cannot run here: one sentence before a run folder is made (not after it,
+    mid-iteration)."""
     from ahe.rollout.ray_probe import check_ray_flags
 
     if cfg.executor == "ray":
@@ -43,6 +44,9 @@ def _check_executor(cfg: ExperimentConfig, updates: dict) -> None:
         connect(cfg.ray_address)
     else:
         check_ray_flags(cfg.executor, updates.get("ray_address"))
+        from ahe.tasks.sandboxes import ready_backend
+
+        ready_backend(cfg.sandbox, cfg.isolation)  # e.g. docker with no engine: now, not in every trial
 
 
 def evolve_command(

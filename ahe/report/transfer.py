@@ -218,6 +218,10 @@ def run_transfer(
     from ahe.testing.endpoint import mock_endpoint
 
     entries = _check_transfer_args(models, tasks, sandbox, isolation, k)
+    if executor == "local":  # e.g. docker with no engine: one sentence now, not an error per trial
+        from ahe.tasks.sandboxes import ready_backend
+
+        ready_backend(sandbox, isolation)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     h = resolve_harness(harness, out, "harness")
