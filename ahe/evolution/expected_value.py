@@ -36,11 +36,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from scipy.special import betaln
 
 from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
-from ahe.evolution.noise import _attribution, _manifest, _pin, _Round, change_key, replay
+from ahe.evolution.noise import _attribution, _pin, _Round, change_key, open_round
 from ahe.evolution.reeval import Reevaluator, make_reevaluator
 from ahe.harness.manifest import ChangeEntry
 from ahe.run_folder import Attribution, ChangeVerdict, RunFolder, WatchEvidence
@@ -321,17 +320,8 @@ async def _pin_shared(j: _Judge, ev: Reevaluator, repo: Any) -> dict[str, str]:
 
 
 async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reevaluator: Reevaluator | None) -> Attribution:
-    changes = _manifest(run, it - 1)
-    rp = replay(run, it, complete=False)
-    keys = {c.id: change_key(it - 1, c.id) for c in changes}
-    after = rp.states[it]
-    before = after - set(keys.values())
-    manifest, _ = run.iteration(it - 1).manifest()
-    base_commit = manifest.base_commit if manifest is not None else rp.commits[it]
-    btag, atag = f"base-{it - 1:03d}", f"iter-{it - 1:03d}"
-    repo.tag(btag, base_commit)
-    rd = _Round(it, changes, keys, before, after, rp, reevaluator, btag, atag)
-    rd.prior = fit_prior([rp.ledger.pooled(t, before) for t in rp.tasks])
+    rd = open_round(run, it, repo, reevaluator)
+    changes, rp = rd.changes, rd.rp
     precision, base = learned_rates(run, it, len(rp.tasks))
     mu_fix, mu_risk = learned_effects(run, it)
     j = _Judge(rd, precision, base, max(1, len(rp.tasks)), {}, mu_fix, mu_risk)

@@ -195,9 +195,9 @@ def _movement(p: float) -> str:
     return "up" if p >= DECISIVE else "down" if p <= 1 - DECISIVE else "none"
 
 
-async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevaluator | None, k: int,
-                          final: bool = False) -> Attribution:
-    """Judge the accepted changes of iteration it−1 with the evidence (and re-evaluation trials)."""
+def open_round(run: RunFolder, it: int, repo, reevaluator: Reevaluator | None) -> "_Round":
+    """The round that judges iteration it−1's changes: their evidence replayed from the run,
+    the base and the harness as tags (base-NNN, iter-NNN), and the prior fitted on the base."""
     changes = _manifest(run, it - 1)
     rp = replay(run, it, complete=False)
     keys = {c.id: change_key(it - 1, c.id) for c in changes}
@@ -209,6 +209,14 @@ async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevalu
     repo.tag(btag, base_commit)
     rd = _Round(it, changes, keys, before, after, rp, reevaluator, btag, atag)
     rd.prior = fit_prior([rp.ledger.pooled(t, before) for t in rp.tasks])
+    return rd
+
+
+async def attribute_noise(run: RunFolder, it: int, repo, *, reevaluator: Reevaluator | None, k: int,
+                          final: bool = False) -> Attribution:
+    """Judge the accepted changes of iteration it−1 with the evidence (and re-evaluation trials)."""
+    rd = open_round(run, it, repo, reevaluator)
+    changes, rp = rd.changes, rd.rp
     predicted = {t for c in changes for t in c.predicted_fixes + c.predicted_regressions}
     if reevaluator is not None and changes:
         await _screen(rd, predicted, k)
