@@ -227,3 +227,25 @@ async def test_the_record_of_a_session_is_bounded_on_the_hosts_disk(tmp_path, mo
     rows = [json.loads(x) for x in (tmp_path / "conversation.jsonl").read_text().splitlines()]
     assert sum("omitted" in r for r in rows) >= 2 and sum("refused" in r for r in rows) == 4
     assert (tmp_path / "conversation.jsonl").stat().st_size < 6000 and gw.calls == 5 and len(gw.refusals) == 50
+
+
+def test_libraries_under_tmp_stay_visible_in_the_jail(tmp_path, monkeypatch):
+    """A venv under /tmp (CI's fresh venv is) must not be covered by the jail's private /tmp:
+    the worker imports its libraries from there."""
+    import subprocess
+    import sys
+
+    from ahe.confine.jail import jail_argv
+    from ahe.sandbox import bwrap as bw
+
+    assert str(tmp_path).startswith("/tmp/")  # the case this guards
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "ahe_probe_lib.py").write_text("VALUE = 'seen'\n")
+    monkeypatch.setattr(sys, "path", [str(lib), *sys.path])
+    argv, paths = jail_argv(bw.find_bwrap(), [])
+    code = f"import sys; sys.path[:0] = {paths!r}; import ahe_probe_lib, pydantic; print(ahe_probe_lib.VALUE)"
+    proc = subprocess.run([*argv, os.path.realpath(sys.executable), "-I", "-S", "-c", code],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "seen"

@@ -79,6 +79,10 @@ def jail_argv(bwrap: str, binds: list[tuple[str, str]], *, tmpfs: dict[str, int]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
     argv += ["--dev", "/dev", "--proc", "/proc"]
+    # The private folders first: a library bound later under one of them (a venv in /tmp, as
+    # CI's fresh venv is) must stay visible, not be covered by the tmpfs mounted over it.
+    for dst, size in ({"/tmp": TMP_LIMIT_BYTES} | (tmpfs or {})).items():
+        argv += ["--size", str(size), "--tmpfs", dst]
     for p in prefixes + libs:
         argv += ["--ro-bind", p, p]
     for pkg in packages:
@@ -94,8 +98,6 @@ def jail_argv(bwrap: str, binds: list[tuple[str, str]], *, tmpfs: dict[str, int]
             argv += ["--size", "4096", "--tmpfs", target]
     for src, dst in binds:
         argv += ["--ro-bind", src, dst]
-    for dst, size in ({"/tmp": TMP_LIMIT_BYTES} | (tmpfs or {})).items():
-        argv += ["--size", str(size), "--tmpfs", dst]
     argv += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
     return argv, [JAIL_AHE_ROOT] + library_paths()
 
