@@ -249,3 +249,19 @@ def test_libraries_under_tmp_stay_visible_in_the_jail(tmp_path, monkeypatch):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "seen"
+
+
+def test_an_installed_ahe_keeps_its_site_packages_on_the_workers_path(monkeypatch):
+    """From a wheel, AHE and pydantic share one site-packages folder: only a checkout is left out."""
+    import site
+
+    from ahe.confine import jail
+
+    site_dir = os.path.realpath(site.getsitepackages()[0])
+    monkeypatch.setattr(jail, "AHE_PACKAGE", Path(site_dir) / "ahe")
+    monkeypatch.setattr(jail.sys, "path", [site_dir])
+    assert jail.library_paths() == [site_dir]
+    checkout = str(REPO)
+    monkeypatch.setattr(jail, "AHE_PACKAGE", REPO / "ahe")
+    monkeypatch.setattr(jail.sys, "path", [checkout, site_dir])
+    assert jail.library_paths() == [site_dir]

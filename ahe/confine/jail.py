@@ -39,9 +39,18 @@ class WorkerCommand:
     trace_dir: str
 
 
+def _site_dirs() -> set[str]:
+    import site
+
+    return {os.path.realpath(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+
+
 def library_paths() -> list[str]:
-    """The interpreter's import path minus AHE's own checkout and anything that is not a folder."""
-    skip = {str(AHE_PACKAGE.parent), ""}
+    """The interpreter's import path minus AHE's own checkout and anything that is not a folder.
+    An installed AHE (a wheel) sits in a site-packages folder beside its dependencies: that folder
+    stays, or the worker could import none of them."""
+    checkout = str(AHE_PACKAGE.parent)
+    skip = {""} if os.path.realpath(checkout) in _site_dirs() else {checkout, ""}
     out = []
     for p in sys.path:
         if p in skip or not os.path.isdir(p):
