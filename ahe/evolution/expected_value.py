@@ -39,7 +39,7 @@ from typing import Any
 from scipy.special import betaln
 
 from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
-from ahe.evolution.noise import _attribution, _pin, _Round, change_key, open_round
+from ahe.evolution.noise import _attribution, _pin, _Round, change_key, open_round, verdict_from_movement
 from ahe.evolution.reeval import Reevaluator, make_reevaluator
 from ahe.harness.manifest import ChangeEntry
 from ahe.run_folder import Attribution, ChangeVerdict, RunFolder, WatchEvidence
@@ -369,14 +369,8 @@ class ExpectedValuePolicy:
             if w * eff.p >= TOUCH_AT:
                 (ups if eff.mean > 0 else downs).append(t)
         keep = mean > CLUTTER / n
-        return ChangeVerdict(
-            change_id=change.id, commit=change.commit, component=change.component, verdict="keep" if keep else "rollback",
-            reason=f"expected effect on pass@1 {100 * mean:+.2f} points against a clutter cost of {100 * CLUTTER / n:.2f} (one round's counts only)",
-            predicted_fixes=list(change.predicted_fixes), fixes_improved=[t for t in change.predicted_fixes if t in ups],
-            fixes_not_improved=[t for t in change.predicted_fixes if t not in ups],
-            predicted_regressions=list(change.predicted_regressions),
-            regressions_happened=[t for t in change.predicted_regressions if t in downs],
-            unpredicted_regressions=[t for t in downs if t not in change.predicted_regressions], touched_tasks=ups + downs)
+        return verdict_from_movement(change, keep, f"expected effect on pass@1 {100 * mean:+.2f} points against a clutter cost "
+                                     f"of {100 * CLUTTER / n:.2f} (one round's counts only)", ups, downs)
 
     async def judge_round(self, ctx: Any, it: int) -> Attribution:
         from ahe.evolution.context import reeval_executor, rollout_config

@@ -195,6 +195,18 @@ def _movement(p: float) -> str:
     return "up" if p >= DECISIVE else "down" if p <= 1 - DECISIVE else "none"
 
 
+def verdict_from_movement(change: ChangeEntry, keep: bool, reason: str, ups: list[str], downs: list[str]) -> ChangeVerdict:
+    """A verdict whose predictions are checked against the tasks that moved up and down."""
+    return ChangeVerdict(
+        change_id=change.id, commit=change.commit, component=change.component, verdict="keep" if keep else "rollback",
+        reason=reason,
+        predicted_fixes=list(change.predicted_fixes), fixes_improved=[t for t in change.predicted_fixes if t in ups],
+        fixes_not_improved=[t for t in change.predicted_fixes if t not in ups],
+        predicted_regressions=list(change.predicted_regressions),
+        regressions_happened=[t for t in change.predicted_regressions if t in downs],
+        unpredicted_regressions=[t for t in downs if t not in change.predicted_regressions], touched_tasks=ups + downs)
+
+
 def open_round(run: RunFolder, it: int, repo, reevaluator: Reevaluator | None) -> "_Round":
     """The round that judges iteration it−1's changes: their evidence replayed from the run,
     the base and the harness as tags (base-NNN, iter-NNN), and the prior fitted on the base."""
@@ -454,15 +466,8 @@ class NoisePolicy:
             if mv != "none" and mine:
                 (ups if mv == "up" else downs).append(t)
         keep = bool(ups) and len(ups) > len(downs)
-        return ChangeVerdict(
-            change_id=change.id, commit=change.commit, component=change.component, verdict="keep" if keep else "rollback",
-            reason=(f"moved up {', '.join(ups)}" if ups else "no task moved decisively: no evidence of benefit")
-            + (f"; down {', '.join(downs)}" if downs else "") + " (one round's counts only)",
-            predicted_fixes=list(change.predicted_fixes), fixes_improved=[t for t in change.predicted_fixes if t in ups],
-            fixes_not_improved=[t for t in change.predicted_fixes if t not in ups],
-            predicted_regressions=list(change.predicted_regressions),
-            regressions_happened=[t for t in change.predicted_regressions if t in downs],
-            unpredicted_regressions=[t for t in downs if t not in change.predicted_regressions], touched_tasks=ups + downs)
+        return verdict_from_movement(change, keep, (f"moved up {', '.join(ups)}" if ups else "no task moved decisively: no evidence of benefit")
+                                     + (f"; down {', '.join(downs)}" if downs else "") + " (one round's counts only)", ups, downs)
 
     async def judge_round(self, ctx: Any, it: int) -> Attribution:
         """The whole round of iteration it−1's changes, with re-evaluation trials through ctx's executor."""
