@@ -81,9 +81,9 @@ class EvolutionLoop:
             raise AheError(f"{root}: already exists; use `ahe evolve --resume {root}` to continue it, or choose a new folder")
         root.mkdir(parents=True, exist_ok=True)
         seed = self.cfg.seed_workspace or SEED_DEFAULT
-        from ahe.confine.host import check_workspace_loads
+        from ahe.agents.checks import check_harness_loads
 
-        check_workspace_loads(seed, self.cfg.isolation)  # a broken seed fails before anything is written
+        check_harness_loads(seed, self.cfg.isolation)  # a broken seed fails before anything is written
         repo = HarnessRepo.create(self.run.workspace, seed)
         atomic_write_text(self.run.experiment_yaml, dump_experiment_config(self.cfg))
         self.run.save_state(LoopState())
