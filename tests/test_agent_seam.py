@@ -57,7 +57,7 @@ def test_backend_mistakes_are_one_sentence(tmp_path: Path) -> None:
     h = _echo_harness(tmp_path, "backend: nosuch\n")
     p = _eval(tmp_path, h)
     assert p.returncode != 0 and "Traceback" not in p.stderr
-    assert f"{h / 'harness.yaml'}: backend: no agent backend 'nosuch'; use one of: ahe, echo" in " ".join(p.stderr.split())
+    assert f"{h / 'harness.yaml'}: backend: no agent backend 'nosuch'; use one of: ahe, command, echo" in " ".join(p.stderr.split())
     (h / "harness.yaml").write_text("backend: echo\n")
     p = _eval(tmp_path, h, "--agent-backend", "ahe")
     assert p.returncode != 0 and "Traceback" not in p.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ class OpenAIFace:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() or self.path.is_symlink():
             self.path.unlink()
-        self._server = await asyncio.start_unix_server(self._serve, path=str(self.path), limit=1 << 20)
+        self._server = await asyncio.start_unix_server(self._serve, sock=bind_unix(self.path), limit=1 << 20)
         os.chmod(self.path, 0o666)  # an image whose USER is not root still connects
 
     async def close(self) -> None:
@@ -120,6 +121,21 @@ class OpenAIFace:
         if data.get("stream"):
             return 200, "text/event-stream", _stream(out["response"], cid, model)
         return 200, "application/json", json.dumps(_completion(out["response"], cid, model)).encode()
+
+
+def bind_unix(path: Path) -> socket.socket:
+    """A unix socket bound at `path`, however long (a trial folder can pass AF_UNIX's 108 bytes):
+    bound through /proc/self/fd/N/NAME of its folder."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    try:
+        sock.bind(f"/proc/self/fd/{fd}/{path.name}")
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.close(fd)
+    return sock
 
 
 def _error(message: str, type_: str, code: str | None = None) -> bytes:

@@ -1,0 +1,157 @@
+"""The `command` backend (docs/backends.md): a command-line agent runs inside the trial's sandbox
+and reaches the model only through the gateway's OpenAI face. Real parts throughout: `ahe eval`
+in a subprocess, bubblewrap, the scripted mock model over HTTP, a small stdlib CLI agent in the
+harness (tests/fixtures/command_agent/harness) and, when installed, aider from PyPI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ahe.agents.command_backend import CommandBackend
+from ahe.sandbox.bwrap import DEFAULT_PATH
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "command_agent"
+TASKS = ROOT / "examples" / "tasks"
+WRITE_FILE = ROOT / "examples" / "policies" / "write-file.yaml"
+pytestmark = pytest.mark.bwrap
+
+
+def run_eval(tmp_path: Path, harness: Path, task: str, policy: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(harness), "--tasks", str(TASKS),
+                        "--task", task, "--mock-policy", str(policy), "--out", str(out), "--json", *args],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    return p, out / "rollouts" / task / "trial-1"
+
+
+def cli_harness(tmp_path: Path, **changes) -> Path:
+    """A copy of the scripted CLI's harness with harness.yaml keys changed."""
+    h = tmp_path / "harness"
+    shutil.copytree(FIXTURES / "harness", h)
+    data = yaml.safe_load((h / "harness.yaml").read_text())
+    data.update(changes)
+    (h / "harness.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return h
+
+
+def test_a_cli_agent_runs_in_the_sandbox_and_reaches_the_model_through_the_gateway(tmp_path: Path) -> None:
+    p, trial = run_eval(tmp_path, FIXTURES / "harness", "word-frequency-top", WRITE_FILE, "--keep-app")
+    assert p.returncode == 0, p.stderr
+    result = json.loads((trial / "result.json").read_text())
+    assert result["error_class"] is None and result["stop_reason"] == "no_tool_call"
+    assert result["turns"] == 3 and result["tool_calls"] == 2  # three model calls, two shell commands
+    assert result["usage"]["prompt_tokens"] == 580  # the gateway's meter (120 + 200 + 260)
+    assert (trial / "app" / "hello.txt").read_text() == "hello from the mock agent\n"  # it ran in /app
+    calls = [json.loads(line) for line in (trial / "conversation.jsonl").read_text().splitlines()]
+    assert len(calls) == 3 and calls[0]["messages"][0]["content"].startswith("You are a careful coding agent")
+    traj = json.loads((trial / "trajectory.json").read_text())
+    assert traj["extra"]["trajectory_source"] == "cli" and traj["extra"]["final_answer"] == "Wrote /app/hello.txt."
+    assert [s["source"] for s in traj["steps"]] == ["system", "user", "agent", "agent", "agent"]
+    assert "hello.txt" in traj["steps"][2]["observation"]["results"][0]["content"]
+    assert (trial / "agent-output.txt").read_text().startswith("$ python3 /tmp/ahe-harness/cli_agent.py")
+
+
+def test_streaming_requests_are_answered_as_server_sent_events(tmp_path: Path) -> None:
+    p, trial = run_eval(tmp_path, cli_harness(tmp_path, env={"CLI_STREAM": "1"}), "word-frequency-top", WRITE_FILE)
+    assert p.returncode == 0, p.stderr
+    result = json.loads((trial / "result.json").read_text())
+    assert result["turns"] == 3 and result["tool_calls"] == 2 and result["error_class"] is None
+
+
+def test_a_missing_or_malformed_trajectory_is_rebuilt_from_the_gateway(tmp_path: Path) -> None:
+    for name, traj_path, tail in [("missing", "/tmp/never-written.json", ""),
+                                  ("malformed", "/tmp/cli-messages.json", "; echo '{not json' > /tmp/cli-messages.json")]:
+        base = tmp_path / name
+        base.mkdir()
+        h = cli_harness(base, trajectory={"path": traj_path, "format": "openai"},
+                        command="python3 {{ harness_dir }}/cli_agent.py {{ instruction_file }} /tmp/cli-messages.json" + tail)
+        p, trial = run_eval(base, h, "word-frequency-top", WRITE_FILE)
+        assert p.returncode == 0, p.stderr
+        result = json.loads((trial / "result.json").read_text())
+        assert result["error_class"] is None and result["turns"] == 3 and result["tool_calls"] == 2
+        traj = json.loads((trial / "trajectory.json").read_text())
+        assert traj["extra"]["trajectory_source"] == "gateway" and traj["extra"]["final_answer"] == "Wrote /app/hello.txt."
+        events = [json.loads(line) for line in (trial / "events.jsonl").read_text().splitlines()]
+        note = next(e["reason"] for e in events if e["type"] == "trajectory_rebuilt")
+        assert traj_path in note and ("wrote no trajectory" if name == "missing" else "is not a openai trajectory") in note
+
+
+@pytest.mark.parametrize("command, sentence", [
+    ("exit 3", "the agent command exited 3 without calling the model"),
+    ("no-such-agent --go", "the agent command could not start (exit 127: bash: line 1: no-such-agent: command not found)"),
+    ("echo 'usage: agent [--flag]' >&2; exit 2", "exited 2 without calling the model: usage: agent [--flag]"),
+])
+def test_a_command_that_cannot_run_is_one_sentence_per_trial(tmp_path: Path, command: str, sentence: str) -> None:
+    p, trial = run_eval(tmp_path, cli_harness(tmp_path, command=command), "word-frequency-top", WRITE_FILE,
+                        "--task", "fix-service-config")
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr  # 3: trials with infrastructure errors
+    summary = json.loads(p.stdout)
+    assert summary["infra_errors"] == 2 and summary["n_passed"] == 0  # classified and counted, the loop goes on
+    result = json.loads((trial / "result.json").read_text())
+    assert result["error_class"] == "infra" and sentence in result["error"]
+    assert not (trial / "error.txt").exists()  # a sentence, not a traceback
+
+
+async def test_harness_yaml_mistakes_are_one_sentence(tmp_path: Path) -> None:
+    backend = CommandBackend()
+    h = cli_harness(tmp_path)
+    assert await backend.load_problem(h) is None
+    cases = [
+        ({"command": ""}, "field 'command': String should have at least 1 character"),
+        ({"files": {"../../etc/passwd": "/app/x"}}, "'../../etc/passwd' is not a file or folder inside the harness"),
+        ({"files": {"AGENTS.md": "app/AGENTS.md"}}, "'app/AGENTS.md' must be an absolute path in the sandbox"),
+        ({"command": "run {{ instructions }}"}, "field 'command': 'instructions' is undefined; a template may use"),
+        ({"trajectory": {"path": "out.json"}}, "field 'trajectory.path'"),
+        ({"comand": "x"}, "field 'comand': Extra inputs are not permitted"),
+    ]
+    for change, sentence in cases:
+        data = yaml.safe_load((FIXTURES / "harness" / "harness.yaml").read_text()) | change
+        (h / "harness.yaml").write_text(yaml.safe_dump(data))
+        problem = await backend.load_problem(h)
+        assert problem is not None and sentence in problem and str(h / "harness.yaml") in problem, (change, problem)
+    # the same through `ahe eval`: before any trial, non-zero, no traceback
+    p, _ = run_eval(tmp_path, h, "word-frequency-top", WRITE_FILE)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    assert "Extra inputs are not permitted" in " ".join(p.stderr.split())
+    assert not (tmp_path / "out" / "rollouts").exists()
+
+
+def test_the_component_map_names_each_file_of_a_cli_harness(tmp_path: Path) -> None:
+    h = cli_harness(tmp_path)
+    (h / "skills" / "verify").mkdir(parents=True)
+    (h / "skills" / "verify" / "SKILL.md").write_text("check the output\n")
+    (h / "hooks").mkdir()
+    (h / ".mcp.json").write_text("{}")
+    got = {c.path: c.component for c in CommandBackend().components(h)}
+    assert got == {"harness.yaml": "middleware", "cli_agent.py": "tool_implementation", "AGENTS.md": "system_prompt",
+                   "skills/": "skill", "hooks/": "middleware", ".mcp.json": "tool_implementation"}
+    assert CommandBackend.replayable is False
+
+
+AIDER = shutil.which("aider", path=DEFAULT_PATH)
+
+
+@pytest.mark.skipif(AIDER is None, reason="aider is not installed where the sandbox sees it (bash .ci/install-cli-agents.sh)")
+def test_aider_from_pypi_fixes_a_task_offline_against_the_scripted_model(tmp_path: Path) -> None:
+    p, trial = run_eval(tmp_path, FIXTURES / "aider", "fix-service-config", FIXTURES / "aider" / "policy.yaml")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    output = (trial / "agent-output.txt").read_text()
+    assert summary["pass_at_1"] == 1.0, output[-3000:]  # aider's whole-file edit, graded by the task's verifier
+    assert "Applied edit to config/service.ini" in output
+    calls = [json.loads(line) for line in (trial / "conversation.jsonl").read_text().splitlines()]
+    assert len(calls) == 1 and "Keep every section and key" in json.dumps(calls[0]["messages"])  # its CONVENTIONS.md
+    result = json.loads((trial / "result.json").read_text())
+    assert result["usage"]["prompt_tokens"] > 0 and result["turns"] == 1
+    traj = json.loads((trial / "trajectory.json").read_text())
+    assert traj["extra"]["trajectory_source"] == "gateway" and "config/service.ini" in traj["extra"]["final_answer"]
