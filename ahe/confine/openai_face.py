@@ -76,8 +76,10 @@ class OpenAIFace:
                 await writer.drain()
                 if not keep_alive:
                     break
-        except (ValueError, asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
-            pass  # a client speaking something else: the connection ends, nothing is served
+        except (ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            self.gateway.refuse("a connection that does not speak HTTP")  # it ends, nothing is served
+        except ConnectionError:
+            pass
         finally:
             writer.close()
 
