@@ -1,0 +1,78 @@
+"""`ahe evolve` with the `command` backend, offline: the demo's scenario on a command-line agent.
+
+The seed harness is the scripted CLI agent of tests/fixtures/command_agent/harness (its AGENTS.md
+is the system prompt); the code agent's mock is the demo's (it solves word-frequency-top only when
+the system prompt holds the lesson "byte for byte", fix-service-config always, fix-backup-script
+never). The evolve agent's mock, in iteration 1, appends the lesson to AGENTS.md (predicting X)
+and writes a skill the CLI never reads (predicting Z): the first is kept, the second rolled back.
+`write_command_demo(folder)` writes the experiment; `evolve_command(config, ...)` runs it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import yaml
+
+from ahe.demo import LESSON, X, Y, Z, agent_policy, write_demo
+
+HARNESS = Path(__file__).resolve().parent / "fixtures" / "command_agent" / "harness"
+SKILL = "---\nname: backup-scripts\ndescription: How to repair a backup script.\n---\nRead the script before editing it.\n"
+
+
+def command_evolve_policy(agents_md: str) -> dict:
+    def change(component: str, files: list[str], summary: str, task: str) -> dict:
+        return {"component": component, "kind": "new", "files": files, "summary": summary,
+                "failure_evidence": [{"task": task, "ref": f"corpus/{task}/trial-1/index.md", "note": "failed"}],
+                "root_cause": "the agent stops without checking its work against the instruction",
+                "targeted_fix": summary, "why_this_component": f"the CLI reads its {component} at start",
+                "predicted_fixes": [task], "predicted_regressions": []}
+
+    steps = [
+        ("write_file", {"path": "AGENTS.md", "content": agents_md + LESSON}),
+        ("record_change", change("system_prompt", ["AGENTS.md"], "AGENTS.md: compare the output byte for byte", X)),
+        ("write_file", {"path": "skills/backup-scripts/SKILL.md", "content": SKILL}),
+        ("record_change", change("skill", ["skills/backup-scripts/SKILL.md"], "a skill for backup scripts", Z)),
+        ("finish", {"message": "Added the lesson to AGENTS.md and a backup-script skill."}),
+    ]
+    return {"name": "command-backend evolve agent (scripted MOCK)",
+            "rules": [{"match": {"first_user_contains": "Iteration 1.", "turn": i},
+                       "tool_calls": [{"name": name, "arguments": args}]} for i, (name, args) in enumerate(steps, 1)],
+            "default": {"tool_calls": [{"name": "finish", "arguments": {"message": "No further changes."}}]}}
+
+
+def write_command_demo(directory: Path, *, iterations: int = 3, k: int = 2) -> Path:
+    """The demo experiment on the command backend; returns its config path."""
+    config = write_demo(directory, iterations=iterations, k=k)
+    seed = directory / "seed_workspace"
+    shutil.copytree(HARNESS, seed)
+    header = "# A scripted MOCK model — no real model is involved.\n"
+    (directory / "policies" / "agent.yaml").write_text(header + yaml.safe_dump(agent_policy(), sort_keys=False, width=200))
+    evolve = command_evolve_policy((seed / "AGENTS.md").read_text())
+    (directory / "policies" / "evolve.yaml").write_text(header + yaml.safe_dump(evolve, sort_keys=False, width=200))
+    data = yaml.safe_load(config.read_text())
+    data["seed_workspace"] = str(seed)
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    return config
+
+
+
+def command_run_dir(base: Path) -> Path:
+    """`ahe evolve` of the command-backend scenario under `base` (made once; reused when finished)."""
+    import json
+    import subprocess
+    import sys
+
+    run = base / "run"
+    state = run / "loop_state.json"
+    if not state.exists() or not json.loads(state.read_text()).get("finished"):
+        shutil.rmtree(base, ignore_errors=True)
+        config = write_command_demo(base)
+        proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(config), "--run-dir", str(run), "-q"],
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr
+    return run
+
+
+__all__ = ["command_run_dir", "write_command_demo", "X", "Y", "Z"]
