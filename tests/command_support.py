@@ -75,4 +75,53 @@ def command_run_dir(base: Path) -> Path:
     return run
 
 
-__all__ = ["command_run_dir", "write_command_demo", "X", "Y", "Z"]
+
+PYTHON_IMAGE = "ahe-offline-python:1"
+_STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "site-packages",
+                "dist-packages", "__pycache__", "config-3.11-x86_64-linux-gnu"}
+
+
+def build_python_image(client, tag: str = PYTHON_IMAGE) -> str:
+    """The offline busybox+bash base plus this machine's /usr/bin/python3 (standard library only):
+    the docker sandbox's tests need a python3 for the gateway's forwarder and the scripted CLI."""
+    import io
+    import os
+    import sys
+    import tarfile
+
+    from ahe.sandbox.docker_images import _shared_libraries, image_exists, image_lock, offline_rootfs_tar
+
+    if image_exists(client, tag):
+        return tag
+    with image_lock(tag):
+        if image_exists(client, tag):
+            return tag
+        python = os.path.realpath("/usr/bin/python3")
+        version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        stdlib = Path("/usr/lib") / version
+        buffer = io.BytesIO(offline_rootfs_tar())
+        with tarfile.open(fileobj=buffer, mode="a") as tar:
+            names = set(tar.getnames())
+            libs = set(_shared_libraries(python))
+            tar.add(python, arcname="usr/bin/" + Path(python).name)
+            for src in sorted(stdlib.rglob("*")):
+                rel = src.relative_to(stdlib)
+                if rel.parts[0] in _STDLIB_SKIP or "__pycache__" in rel.parts or not src.is_file():
+                    continue
+                tar.add(src, arcname=f"usr/lib/{version}/{rel}", recursive=False)
+                if src.suffix == ".so":
+                    libs.update(_shared_libraries(str(src)))
+            for lib in sorted(libs):
+                if lib.lstrip("/") not in names:
+                    tar.add(os.path.realpath(lib), arcname=lib.lstrip("/"))
+            link = tarfile.TarInfo("usr/bin/python3")
+            link.type, link.linkname = tarfile.SYMTYPE, Path(python).name
+            tar.addfile(link)
+        repository, _, version_tag = tag.rpartition(":")
+        client.api.import_image_from_data(buffer.getvalue(), repository=repository, tag=version_tag,
+                                          changes=["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                                   'CMD ["/bin/sh"]'])
+    return tag
+
+
+__all__ = ["build_python_image", "command_run_dir", "write_command_demo", "X", "Y", "Z"]

@@ -17,6 +17,7 @@ import yaml
 
 from ahe.agents.command_backend import CommandBackend
 from ahe.sandbox.bwrap import DEFAULT_PATH
+from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "command_agent"
@@ -162,3 +163,80 @@ def test_aider_from_pypi_fixes_a_task_offline_against_the_scripted_model(tmp_pat
     assert result["usage"]["prompt_tokens"] > 0 and result["turns"] == 1
     traj = json.loads((trial / "trajectory.json").read_text())
     assert traj["extra"]["trajectory_source"] == "gateway" and "config/service.ini" in traj["extra"]["final_answer"]
+
+
+@pytest.mark.docker
+def test_a_cli_agent_runs_in_a_docker_sandbox_behind_the_gateway(tmp_path: Path, docker_engine) -> None:
+    """The container has no network; the gateway's socket reaches it through a read-only mount of the
+    trial's channel folder, and the forwarder runs on the container's own loopback."""
+    from tests.command_support import build_python_image
+    from tests.conftest import write_files
+
+    image = build_python_image(docker_engine)
+    tasks = write_files(tmp_path / "tasks", {
+        "say-hello/task.toml": '[task]\nname = "say-hello"\n[agent]\ntimeout_sec = 120\n',
+        "say-hello/instruction.md": "Write hello to /app/hello.txt.\n",
+        "say-hello/environment/Dockerfile": f"FROM {image}\nWORKDIR /app\n",
+        "say-hello/tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\ngrep -q 'hello from the mock agent' /app/hello.txt"
+                                   " && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    })
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(FIXTURES / "harness"), "--tasks",
+                        str(tasks), "--mock-policy", str(WRITE_FILE), "--out", str(out), "--sandbox", "docker", "--json"],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    trial = out / "rollouts" / "say-hello" / "trial-1"
+    result = json.loads((trial / "result.json").read_text())
+    assert result["passed"] and result["turns"] == 3 and result["tool_calls"] == 2, result
+    assert result["usage"]["prompt_tokens"] == 580
+    assert not (trial / "channel").exists()  # the socket's folder is scratch
+
+
+@pytest.mark.docker
+def test_an_image_without_python3_is_one_sentence(tmp_path: Path, docker_engine, base_image) -> None:
+    from tests.conftest import write_files
+
+    tasks = write_files(tmp_path / "tasks", {
+        "bare/task.toml": '[task]\nname = "bare"\n', "bare/instruction.md": "Do it.\n",
+        "bare/environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n",
+        "bare/tests/test.sh": "#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n",
+    })
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    p = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(FIXTURES / "harness"), "--tasks",
+                        str(tasks), "--mock-policy", str(WRITE_FILE), "--out", str(tmp_path / "out"), "--sandbox", "docker",
+                        "--json"], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr
+    result = json.loads((tmp_path / "out" / "rollouts" / "bare" / "trial-1" / "result.json").read_text())
+    assert result["error_class"] == "infra" and result["error"].startswith("the sandbox has no python3")
+
+
+class _Sandbox:
+    """Only what the backend asks before it starts anything."""
+
+    def __init__(self, network: bool, channel: tuple | None = None) -> None:
+        self.network, self._channel = network, channel
+
+    def channel(self):
+        return self._channel
+
+
+@pytest.mark.parametrize("sandbox, sentence", [
+    (None, "runs the agent inside the trial's sandbox, and this session has none"),
+    (_Sandbox(network=True), "the task's sandbox has network access"),
+    (_Sandbox(network=False), "shares no folder with the host for the gateway's socket"),
+])
+async def test_a_sandbox_the_cli_could_leave_is_refused(tmp_path: Path, sandbox, sentence: str) -> None:
+    from ahe.agents import AgentRequest
+    from ahe.llm.types import ModelResponse
+
+    class Client:
+        role, model = "agent", "m"
+
+        async def complete(self, *a, **k) -> ModelResponse:
+            raise AssertionError("no model call may happen")
+
+    res = await CommandBackend().run(AgentRequest(harness=FIXTURES / "harness", instruction="x", trace_dir=tmp_path,
+                                                  client=Client(), sandbox=sandbox))
+    assert res.stop_reason.value == "infra_error" and res.infra_error_kind == "agent_command"
+    assert sentence in res.detail

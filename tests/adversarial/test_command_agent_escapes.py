@@ -20,10 +20,11 @@ import pytest
 
 from tests.adversarial.record import Tally
 from tests.conftest import REPO, write_files
+from tests.docker_support import docker_engine  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.bwrap
 ATTACK = REPO / "tests" / "fixtures" / "command_agent" / "attack"
-LAYER = "command backend: the CLI in the trial's sandbox (bwrap, no network) + the gateway's OpenAI face"
+LAYER = "command backend: the CLI in the trial's sandbox (no network) + the gateway's OpenAI face"
 
 
 def _tree_hash(root: Path) -> str:
@@ -48,6 +49,19 @@ def _alive_with(marker: str) -> list[int]:
 
 
 def test_a_hostile_cli_agent_reaches_the_gateway_and_nothing_else(tmp_path: Path) -> None:
+    _attack(tmp_path, "local", [], {}, "/tmp/.ahe-channel/gateway.sock")
+
+
+@pytest.mark.docker
+def test_a_hostile_cli_agent_in_a_docker_sandbox_reaches_the_gateway_and_nothing_else(tmp_path: Path, docker_engine) -> None:
+    from tests.command_support import build_python_image
+
+    image = build_python_image(docker_engine)
+    _attack(tmp_path, "docker", ["--sandbox", "docker"], {"environment/Dockerfile": f"FROM {image}\nWORKDIR /app\n"},
+            "/run/ahe-channel/gateway.sock")
+
+
+def _attack(tmp_path: Path, where: str, extra: list[str], task_files: dict[str, str], socket_path: str) -> None:
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-cli-left-behind-{uuid.uuid4().hex[:8]}"
     listener = socket.socket()
@@ -62,6 +76,7 @@ def test_a_hostile_cli_agent_reaches_the_gateway_and_nothing_else(tmp_path: Path
             "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
                              "grep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
             "solution/solve.sh": "#!/bin/bash\necho ok > /app/out.txt\n",
+            **task_files,
         }.items()})
     out = tmp_path / "out"
     out.mkdir()
@@ -69,13 +84,13 @@ def test_a_hostile_cli_agent_reaches_the_gateway_and_nothing_else(tmp_path: Path
     shutil.copytree(ATTACK, harness)
     (harness / "params.json").write_text(json.dumps({
         "tasks_dir": str(tasks), "run_dir": str(out), "port": listener.getsockname()[1], "victim_pid": victim.pid,
-        "marker": marker, "socket": "/tmp/.ahe-channel/gateway.sock"}))
+        "marker": marker, "socket": socket_path}))
     policy = tmp_path / "policy.yaml"
     policy.write_text("name: says hello (MOCK)\nrules: []\ndefault: {reply: hello}\n")
     before = _tree_hash(tasks)
     env = {**os.environ, "OPENAI_API_KEY": secret, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(harness), "--tasks", str(tasks),
-                           "-k", "1", "--out", str(out), "--mock-policy", str(policy), "--isolation", "bwrap", "--json"],
+                           "-k", "1", "--out", str(out), "--mock-policy", str(policy), "--isolation", "bwrap", "--json", *extra],
                           capture_output=True, text=True, env=env, timeout=600)
     try:
         listener.accept()
@@ -100,7 +115,7 @@ def test_a_hostile_cli_agent_reaches_the_gateway_and_nothing_else(tmp_path: Path
             if line.startswith("ATTACK "):
                 ev = json.loads(line[len("ATTACK "):])
                 notes.setdefault(ev["name"], []).append(ev)
-    tally = Tally("command-line agent")
+    tally = Tally("command-line agent" if where == "local" else f"command-line agent ({where})")
     assert len(notes) == 13, sorted(notes)
     judged_on_host = ("leave a process behind", "signal a host process", "connect to a listener on the host's loopback")
     for name, evs in notes.items():
