@@ -100,6 +100,9 @@ class CommandSettings(BaseModel):
 def read_command_settings(harness: Path) -> CommandSettings:
     """The harness's command settings; one sentence naming harness.yaml's field when wrong."""
     path = Path(harness) / HARNESS_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found; a command harness names its agent's command there "
+                          "(`backend: command` and `command: ...`, docs/backends.md)")
     data = read_harness_file(harness).settings()
     try:
         settings = CommandSettings.model_validate(data)
