@@ -139,15 +139,24 @@ def test_the_component_map_names_each_file_of_a_cli_harness(tmp_path: Path) -> N
     assert CommandBackend.replayable is False
 
 
-@pytest.fixture
-def aider() -> str:
-    found = shutil.which("aider", path=DEFAULT_PATH)
+def installed(name: str) -> str:
+    found = shutil.which(name, path=DEFAULT_PATH)
     if found is None:
-        why = "aider is not installed where the sandbox sees it (bash .ci/install-cli-agents.sh)"
+        why = f"{name} is not installed where the sandbox sees it (bash .ci/install-cli-agents.sh)"
         if os.environ.get("AHE_REQUIRE_CLI_AGENTS"):
             pytest.fail(why)
         pytest.skip(why)
     return found
+
+
+@pytest.fixture
+def aider() -> str:
+    return installed("aider")
+
+
+@pytest.fixture
+def opencode() -> str:
+    return installed("opencode")
 
 
 def test_aider_from_pypi_fixes_a_task_offline_against_the_scripted_model(tmp_path: Path, aider: str) -> None:
@@ -163,6 +172,21 @@ def test_aider_from_pypi_fixes_a_task_offline_against_the_scripted_model(tmp_pat
     assert result["usage"]["prompt_tokens"] > 0 and result["turns"] == 1
     traj = json.loads((trial / "trajectory.json").read_text())
     assert traj["extra"]["trajectory_source"] == "gateway" and "config/service.ini" in traj["extra"]["final_answer"]
+
+
+def test_opencode_from_npm_fixes_a_task_offline_against_the_scripted_model(tmp_path: Path, opencode: str) -> None:
+    """opencode streams (server-sent events) and asks for a session title on the side; its tools
+    are its own (`bash`); it finds the gateway in the opencode.json rendered from the harness."""
+    p, trial = run_eval(tmp_path, FIXTURES / "opencode", "fix-service-config", FIXTURES / "opencode" / "policy.yaml")
+    assert p.returncode == 0, p.stderr
+    output = (trial / "agent-output.txt").read_text()
+    assert json.loads(p.stdout)["pass_at_1"] == 1.0, output[-3000:]
+    calls = [json.loads(line) for line in (trial / "conversation.jsonl").read_text().splitlines()]
+    assert sorted(c["call"] for c in calls) == [1, 2, 3]  # the title call overlaps the first turn
+    assert any("You are a careful coding agent" in json.dumps(c["messages"]) for c in calls)  # its AGENTS.md
+    traj = json.loads((trial / "trajectory.json").read_text())  # rebuilt from the agent's thread, not the title call
+    assert traj["steps"][2]["tool_calls"][0]["function_name"] == "bash"
+    assert traj["extra"]["final_answer"] == "Fixed config/service.ini; the validator prints OK."
 
 
 @pytest.mark.docker

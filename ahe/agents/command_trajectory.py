@@ -69,11 +69,12 @@ def atif_from_messages(messages: list[dict[str, Any]], *, session_id: str, sourc
 
 
 def trajectory_from_conversation(path: Path, *, session_id: str = "command") -> dict[str, Any]:
-    """The session as the gateway saw it: the last call's messages and its answer."""
+    """The session as the gateway saw it: the longest call's messages and its answer (the agent's
+    own thread grows with every turn; side calls such as a session title are short)."""
     calls = read_conversation(path) if Path(path).is_file() else []
     if not calls:
         return atif_from_messages([], session_id=session_id, source="gateway")
-    last = calls[-1]
+    last = max(reversed(calls), key=lambda c: len(c["messages"]))  # ties: the latest
     messages = list(last["messages"])
     resp = last.get("response")
     if isinstance(resp, dict):
