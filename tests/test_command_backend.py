@@ -46,7 +46,10 @@ def cli_harness(tmp_path: Path, **changes) -> Path:
 
 
 def test_a_cli_agent_runs_in_the_sandbox_and_reaches_the_model_through_the_gateway(tmp_path: Path) -> None:
-    p, trial = run_eval(tmp_path, FIXTURES / "harness", "word-frequency-top", WRITE_FILE, "--keep-app")
+    h = cli_harness(tmp_path, command="ls -A {{ harness_dir }} > /app/harness-listing.txt; "
+                                       "python3 {{ harness_dir }}/cli_agent.py {{ instruction_file }} {{ trajectory_path }}")
+    subprocess.run(["git", "init", "-q", str(h)], check=True)  # a run's workspace is a git repository
+    p, trial = run_eval(tmp_path, h, "word-frequency-top", WRITE_FILE, "--keep-app")
     assert p.returncode == 0, p.stderr
     result = json.loads((trial / "result.json").read_text())
     assert result["error_class"] is None and result["stop_reason"] == "no_tool_call"
@@ -59,7 +62,9 @@ def test_a_cli_agent_runs_in_the_sandbox_and_reaches_the_model_through_the_gatew
     assert traj["extra"]["trajectory_source"] == "cli" and traj["extra"]["final_answer"] == "Wrote /app/hello.txt."
     assert [s["source"] for s in traj["steps"]] == ["system", "user", "agent", "agent", "agent"]
     assert "hello.txt" in traj["steps"][2]["observation"]["results"][0]["content"]
-    assert (trial / "agent-output.txt").read_text().startswith("$ python3 /tmp/ahe-harness/cli_agent.py")
+    assert "python3 /tmp/ahe-harness/cli_agent.py" in (trial / "agent-output.txt").read_text().splitlines()[0]
+    listing = (trial / "app" / "harness-listing.txt").read_text().split()
+    assert sorted(listing) == sorted(["AGENTS.md", "cli_agent.py", "harness.yaml"])  # no git history
 
 
 def test_streaming_requests_are_answered_as_server_sent_events(tmp_path: Path) -> None:

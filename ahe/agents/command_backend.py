@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from ahe.errors import AheError
 from ahe.io import atomic_write_json
 from ahe.runtime import SessionResult, StopReason
 from ahe.runtime.trace import EventLog
+from ahe.tempdirs import temp_dir
 
 FORWARDER = Path(__file__).resolve().parents[1] / "confine" / "forwarder.py"
 SOCKET = "gateway.sock"
@@ -148,7 +150,10 @@ async def _place_harness(sandbox: Any, request: AgentRequest, settings: CommandS
                          model: str) -> dict[str, Any]:
     """Copy the harness in, place its files, render its config files; the template values."""
     harness = Path(request.harness)
-    await sandbox.upload(harness, HARNESS_DIR)
+    with temp_dir("cli-harness") as staged:  # the harness's files, without its git history
+        await asyncio.to_thread(shutil.copytree, harness, staged / "h", symlinks=True,
+                                ignore=shutil.ignore_patterns(".git"))
+        await sandbox.upload(staged / "h", HARNESS_DIR)
     await sandbox.write_file(INSTRUCTION_FILE, request.instruction.encode())
     values: dict[str, Any] = {
         "instruction": request.instruction, "instruction_file": INSTRUCTION_FILE, "base_url": base_url,
