@@ -24,8 +24,15 @@ TOOLS = [{"type": "function", "function": {"name": "run_shell_command", "paramet
     "type": "object", "properties": {"command": {"type": "string"}}}}}]
 
 
+_FOLDERS: list[int] = []
+
+
 def _sdk(sock: Path) -> openai.AsyncOpenAI:
-    transport = httpx.AsyncHTTPTransport(uds=str(sock))
+    """The SDK over the socket, reached through /proc/self/fd as the forwarder does (a test's
+    temporary folder can be longer than AF_UNIX's 108 bytes)."""
+    folder = os.open(sock.parent, os.O_PATH | os.O_DIRECTORY)
+    _FOLDERS.append(folder)  # closed with the face (_close)
+    transport = httpx.AsyncHTTPTransport(uds=f"/proc/self/fd/{folder}/{sock.name}")
     return openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="dummy", max_retries=0,
                               http_client=httpx.AsyncClient(transport=transport))
 
@@ -35,6 +42,13 @@ async def _face(tmp_path: Path, mock_llm, budget: GatewayBudget | None = None, f
     face = OpenAIFace(gateway, tmp_path / folder / "gateway.sock", model="mock")
     await face.start()
     return gateway, face
+
+
+async def _close(face: OpenAIFace, gateway: ModelGateway) -> None:
+    await face.close()
+    gateway.close()
+    while _FOLDERS:
+        os.close(_FOLDERS.pop())
 
 
 async def test_the_sdk_gets_plain_and_streamed_answers_with_tool_calls(tmp_path: Path, mock_llm) -> None:
@@ -62,8 +76,7 @@ async def test_the_sdk_gets_plain_and_streamed_answers_with_tool_calls(tmp_path:
         models = await sdk.models.list()
         assert [m.id for m in models.data] == ["mock"]
     finally:
-        await face.close()
-        gateway.close()
+        await _close(face, gateway)
     assert gateway.calls == 3 and gateway.usage.prompt_tokens == 350  # the meter is the gateway's
     rows = [json.loads(line) for line in (tmp_path / "conversation.jsonl").read_text().splitlines()]
     assert [r["call"] for r in rows] == [1, 2, 3] and rows[1]["messages"][-1]["content"] == "hello.txt"
@@ -80,8 +93,7 @@ async def test_other_paths_and_a_spent_budget_are_refused(tmp_path: Path, mock_l
         with pytest.raises(openai.BadRequestError, match="budget of 1 requests is spent"):
             await sdk.chat.completions.create(model="mock", messages=[{"role": "user", "content": "again"}])
     finally:
-        await face.close()
-        gateway.close()
+        await _close(face, gateway)
     assert gateway.refusals == ["POST /v1/embeddings is not served (only chat completions)",
                                 "the trial's model budget of 1 requests is spent"]
 
@@ -90,12 +102,9 @@ async def test_a_socket_path_past_the_af_unix_limit_still_binds(tmp_path: Path, 
     deep = "d" * 60 + "/" + "e" * 60
     gateway, face = await _face(tmp_path, mock_llm, folder=deep)
     assert len(str(face.path)) > 108
-    folder = os.open(face.path.parent, os.O_PATH | os.O_DIRECTORY)  # a client reaches it as the forwarder does
     try:
-        out = await _sdk(Path(f"/proc/self/fd/{folder}/gateway.sock")).chat.completions.create(model="mock", messages=[{"role": "user", "content": "x"}],
+        out = await _sdk(face.path).chat.completions.create(model="mock", messages=[{"role": "user", "content": "x"}],
                                                              tools=TOOLS)
         assert out.choices[0].message.tool_calls
     finally:
-        os.close(folder)
-        await face.close()
-        gateway.close()
+        await _close(face, gateway)
