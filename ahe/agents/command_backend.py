@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from ahe.errors import AheError
 from ahe.io import atomic_write_json
 from ahe.runtime import SessionResult, StopReason
 from ahe.runtime.trace import EventLog
+from ahe.sandbox.bwrap import jail_python
 from ahe.tempdirs import temp_dir
 
 FORWARDER = Path(__file__).resolve().parents[1] / "confine" / "forwarder.py"
@@ -128,14 +130,16 @@ def _channel(sandbox: Any) -> tuple[Path, str]:
 
 async def _start_forwarder(sandbox: Any, inside_dir: str) -> int:
     """Start the forwarder in the sandbox; the loopback port it listens on."""
-    probe = await sandbox.exec("command -v python3", timeout=30)
-    if probe.exit_code != 0:
+    # python3 on the sandbox's PATH, else the interpreter the local sandbox binds for its driver
+    probe = await sandbox.exec(f"command -v python3 || command -v {shlex.quote(jail_python()[0])}", timeout=30)
+    python = probe.stdout.strip().splitlines()[0] if probe.exit_code == 0 and probe.stdout.strip() else ""
+    if not python:
         raise CommandFailure("the sandbox has no python3, which the gateway's forwarder needs to give the CLI "
                              "a loopback endpoint; install python3 in the task's image")
     scratch = "/tmp/.ahe-forwarder"
     await sandbox.write_file(f"{scratch}/forwarder.py", FORWARDER.read_bytes())
     port_file = f"{scratch}/port"
-    await sandbox.exec(f"python3 -I {scratch}/forwarder.py {inside_dir}/{SOCKET} {port_file} "
+    await sandbox.exec(f"{shlex.quote(python)} -I {scratch}/forwarder.py {inside_dir}/{SOCKET} {port_file} "
                        f">{scratch}/log 2>&1", timeout=FORWARDER_WAIT_SEC, background=True)
     deadline = time.monotonic() + FORWARDER_WAIT_SEC
     while time.monotonic() < deadline:
