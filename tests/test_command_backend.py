@@ -269,3 +269,34 @@ async def test_a_sandbox_the_cli_could_leave_is_refused(tmp_path: Path, sandbox,
                                                   client=Client(), sandbox=sandbox))
     assert res.stop_reason.value == "infra_error" and res.infra_error_kind == "agent_command"
     assert sentence in res.detail
+
+
+def test_trajectories_from_a_cli_file_or_the_gateway_record(tmp_path: Path) -> None:
+    from ahe.agents.command_trajectory import parse_trajectory, trajectory_from_conversation
+
+    rows = [  # the agent's first turn and a side call (a title) overlapping it, then the second turn
+        {"call": 1, "prefix": 0, "messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "do"}],
+         "response": {"content": None, "tool_calls": [{"id": "c1", "name": "bash", "raw_arguments": '{"command": "ls"}'}]}},
+        {"call": 2, "prefix": 0, "messages": [{"role": "user", "content": "title?"}], "response": {"content": "T"}},
+        {"call": 3, "prefix": 0, "messages": [
+            {"role": "system", "content": "S"}, {"role": "user", "content": "do"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                 "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}], "response": {"content": "done"}},
+        {"call": 4, "prefix": 0, "messages": [{"role": "user", "content": "summary?"}], "response": {"content": "sum"}},
+    ]
+    (tmp_path / "conversation.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"refused": "x"}\n')
+    traj = trajectory_from_conversation(tmp_path / "conversation.jsonl")
+    assert [s["source"] for s in traj["steps"]] == ["system", "user", "agent", "agent"]  # the longest thread
+    assert traj["steps"][2]["tool_calls"][0]["arguments"] == {"command": "ls"}
+    assert traj["steps"][2]["observation"]["results"][0]["content"] == "a.txt" and traj["extra"]["final_answer"] == "done"
+    assert trajectory_from_conversation(tmp_path / "nothing.jsonl")["steps"] == []
+    log = [{"role": "user", "content": "do"}, {"role": "assistant", "content": "ok"}]
+    jsonl = "".join(json.dumps(m) + "\n" for m in log).encode()
+    for data in (json.dumps(log).encode(), json.dumps({"messages": log}).encode(), jsonl):
+        assert parse_trajectory(data, "openai", session_id="s")["extra"]["final_answer"] == "ok"
+    atif = {"schema_version": "ATIF-v1.4", "steps": [{"step_id": 1, "source": "user", "message": "do"}]}
+    assert parse_trajectory(json.dumps(atif).encode(), "atif", session_id="s") == atif
+    for bad, fmt in [(b'{"steps": 3}', "atif"), (b'[{"no": "role"}]', "openai"), (b"{not json", "openai")]:
+        with pytest.raises(ValueError):
+            parse_trajectory(bad, fmt, session_id="s")
