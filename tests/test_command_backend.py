@@ -300,3 +300,12 @@ def test_trajectories_from_a_cli_file_or_the_gateway_record(tmp_path: Path) -> N
     for bad, fmt in [(b'{"steps": 3}', "atif"), (b'[{"no": "role"}]', "openai"), (b"{not json", "openai")]:
         with pytest.raises(ValueError):
             parse_trajectory(bad, fmt, session_id="s")
+
+
+def test_a_cli_past_the_agent_timeout_is_a_timeout(tmp_path: Path) -> None:
+    h = cli_harness(tmp_path, command="python3 {{ harness_dir }}/cli_agent.py {{ instruction_file }}; sleep 120")
+    p, trial = run_eval(tmp_path, h, "word-frequency-top", WRITE_FILE, "--agent-timeout", "4")
+    assert p.returncode == 0 and json.loads(p.stdout)["timeouts"] == 1, p.stderr
+    result = json.loads((trial / "result.json").read_text())
+    assert result["error_class"] == "agent_timeout" and result["error"] == "the agent command ran past 4s"
+    assert result["turns"] == 3 and result["usage"]["prompt_tokens"] == 580  # what it did before is kept
