@@ -46,8 +46,10 @@ def cli_harness(tmp_path: Path, **changes) -> Path:
 
 
 def test_a_cli_agent_runs_in_the_sandbox_and_reaches_the_model_through_the_gateway(tmp_path: Path) -> None:
-    h = cli_harness(tmp_path, command="ls -A {{ harness_dir }} > /app/harness-listing.txt; "
-                                       "python3 {{ harness_dir }}/cli_agent.py {{ instruction_file }} {{ trajectory_path }}")
+    h = cli_harness(tmp_path, command="ls -A {{ harness_dir }} > /app/harness-listing.txt; cp /tmp/cfg.json /app/; "
+                                       "python3 {{ harness_dir }}/cli_agent.py {{ instruction_file }} {{ trajectory_path }}",
+                    config_files={"/tmp/cfg.json": "cfg.json.j2"})
+    (h / "cfg.json.j2").write_text('{"url": "{{ base_url }}", "key": "{{ api_key }}", "model": "{{ model }}"}\n')
     subprocess.run(["git", "init", "-q", str(h)], check=True)  # a run's workspace is a git repository
     p, trial = run_eval(tmp_path, h, "word-frequency-top", WRITE_FILE, "--keep-app")
     assert p.returncode == 0, p.stderr
@@ -64,7 +66,10 @@ def test_a_cli_agent_runs_in_the_sandbox_and_reaches_the_model_through_the_gatew
     assert "hello.txt" in traj["steps"][2]["observation"]["results"][0]["content"]
     assert "python3 /tmp/ahe-harness/cli_agent.py" in (trial / "agent-output.txt").read_text().splitlines()[0]
     listing = (trial / "app" / "harness-listing.txt").read_text().split()
-    assert sorted(listing) == sorted(["AGENTS.md", "cli_agent.py", "harness.yaml"])  # no git history
+    assert sorted(listing) == sorted(["AGENTS.md", "cfg.json.j2", "cli_agent.py", "harness.yaml"])  # no git history
+    cfg = json.loads((trial / "app" / "cfg.json").read_text())  # a config file rendered with the endpoint
+    assert cfg["url"].startswith("http://127.0.0.1:") and cfg["url"].endswith("/v1")
+    assert cfg["key"] == "sk-ahe-gateway-holds-the-key" and cfg["model"] == "mock"
 
 
 def test_streaming_requests_are_answered_as_server_sent_events(tmp_path: Path) -> None:
