@@ -279,22 +279,27 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     finally:
         if worker is not None:
             await worker.close()
-        if sandbox is not None:
-            try:
-                await sandbox.stop()
-            except Exception:
-                pass
-        if client is not None:
-            try:
-                await client.aclose()
-            except Exception:  # closing a pool must never fail the smoke check
-                pass
-        if server is not None:
-            server.stop()
+        await close_smoke_parts(sandbox, client, server)
         shutil.rmtree(app, ignore_errors=True)
         if own_trace:
             shutil.rmtree(trace, ignore_errors=True)
     return report
+
+
+async def close_smoke_parts(sandbox: Any, client: Any, server: Any) -> None:
+    """Stop a smoke session's sandbox, model client and MOCK server; closing never fails the check."""
+    if sandbox is not None:
+        try:
+            await sandbox.stop()
+        except Exception:
+            pass
+    if client is not None:
+        try:
+            await client.aclose()
+        except Exception:
+            pass
+    if server is not None:
+        server.stop()
 
 
 def _read_json(path: Path) -> Any:
