@@ -265,3 +265,20 @@ def test_an_installed_ahe_keeps_its_site_packages_on_the_workers_path(monkeypatc
     monkeypatch.setattr(jail, "AHE_PACKAGE", REPO / "ahe")
     monkeypatch.setattr(jail.sys, "path", [checkout, site_dir])
     assert jail.library_paths() == [site_dir]
+
+
+def test_the_request_budget_per_turn_is_the_experiments_setting(tmp_path):
+    """`model_requests_per_turn` (docs/config.md) flows from the experiment to each trial's spec
+    and sets the gateway's request budget; a value below 1 is refused naming the field."""
+    from ahe.confine.budget import REQUESTS_PER_TURN, trial_budget
+    from ahe.config import ExperimentConfig
+    from ahe.rollout.models import TrialSpec
+
+    turns = yaml.safe_load((NOOP / "agent.yaml").read_text())["max_turns"]
+    assert trial_budget(NOOP).max_requests == REQUESTS_PER_TURN * turns
+    cfg = ExperimentConfig(tasks=tmp_path, model_requests_per_turn=2)
+    spec = TrialSpec(**cfg.trial_settings(), task_dir=tmp_path, task_name="t", trial=1, trial_dir=tmp_path / "x",
+                     workspace=NOOP)
+    assert trial_budget(spec.workspace, spec.model_requests_per_turn).max_requests == 2 * turns
+    with pytest.raises(ValueError, match="model_requests_per_turn"):
+        ExperimentConfig(tasks=tmp_path, model_requests_per_turn=0)

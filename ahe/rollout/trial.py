@@ -145,7 +145,7 @@ async def execute_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
             instruction=task.instruction,
             trace_dir=spec.trial_dir,
             wall_clock_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
-            budget=trial_budget(spec.workspace),
+            budget=trial_budget(spec.workspace, spec.model_requests_per_turn),
         ), client, sandbox)
         await worker.close()  # nothing the harness started outlives its session
         result.agent_duration_sec = round(time.monotonic() - t_agent, 3)
