@@ -129,6 +129,7 @@ class ModelGateway:
         if tools is not self._recorded_tools:
             row["tools"] = self._recorded_tools = tools
         row["latency_sec"] = round(time.monotonic() - t0, 4)
+        row["ts"] = round(time.time(), 3)  # when the answer came back (the rebuilt trajectory's timestamps)
         row["response" if err is None else "error"] = response if err is None else err
         self._write(row)
 
