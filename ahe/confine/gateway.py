@@ -115,8 +115,9 @@ class ModelGateway:
             self._write_call(messages, tools, None, str(exc), t0)
             return {"error": error("infra", str(exc), kind=exc.kind), "events": events}
         self.usage = self.usage.add(resp.usage)
-        self._write_call(messages, tools, resp.model_dump(mode="json", exclude_none=True), None, t0)
-        return {"response": resp.model_dump(mode="json"), "events": events}
+        dumped = resp.model_dump(mode="json")  # once: the record and the wire carry the same object
+        self._write_call(messages, tools, dumped, None, t0)
+        return {"response": dumped, "events": events}
 
     # ---------------------------------------------------------------- recording
     def _write_call(self, messages: list[Any], tools: list[Any] | None, response: dict | None,
