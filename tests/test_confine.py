@@ -5,6 +5,7 @@ Real bwrap, the real openai SDK against the scripted MOCK server over HTTP, real
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -393,3 +394,41 @@ async def test_a_workers_commands_go_straight_to_the_sandboxs_driver_with_the_sa
     assert "oops" in json.dumps(_shape(direct)) and "/nowhere" in json.dumps(_shape(direct))  # stderr, a bad cd
     assert "bytes omitted" in json.dumps(_shape(direct))  # the 4 KB output limit, as the host applies it
     assert after_d.stdout_path == after_h.stdout_path == "/logs/exec/0005.stdout" and after_d.stdout == "after\n"
+
+
+async def test_the_direct_channel_reaches_only_the_sandboxs_jail(tmp_path, mock_llm):
+    """Harness code that talks to the driver's socket itself reaches the sandbox's jail and
+    nothing more: a read names the sandbox's files, a cancel cannot name the host's commands,
+    and the agent's commands in the sandbox see no socket of the driver's at all."""
+    from ahe.sandbox.local import LocalSandbox
+
+    probe = (
+        "    def before_session(self, s):\n"
+        "        import json, os, socket\n"
+        "        c = socket.socket(socket.AF_UNIX); c.connect('/run/ahe/sandbox.sock'); f = c.makefile('rb')\n"
+        "        c.sendall(b'{\"op\":\"read\",\"id\":7,\"path\":\"/proc/sys/kernel/hostname\"}\\n')\n"
+        "        read = json.loads(f.readline())\n"
+        "        c.sendall(b'{\"op\":\"cancel\",\"id\":8,\"target\":1}\\n{\"op\":\"nope\",\"id\":9}\\n')\n"
+        "        s._s.events.emit('probe', names=sorted(os.listdir('/run/ahe')), read=read, closed=f.readline() == b'')\n")
+    ws = _with_middleware(tmp_path, probe, base=SEED)
+    rules = [{"name": "end", "match": {"turn_min": 2}, "reply": "Done."},
+             {"name": "look", "match": {}, "tool_calls": [{"name": "run_shell_command",
+                                                           "arguments": {"command": "find / -type s 2>/dev/null | wc -l"}}]}]
+    sandbox = LocalSandbox(tmp_path / "app", root_dir=tmp_path / "root", isolation="bwrap")
+    await sandbox.start()
+    try:
+        res = await run_confined_session(ws, ConfinedSessionSpec(instruction="go", trace_dir=tmp_path / "t"),
+                                         mock_llm({"name": "look (MOCK)", "rules": rules}).client(), sandbox, mode="bwrap")
+        still = await sandbox.exec("echo alive", timeout=10)
+    finally:
+        await sandbox.stop()
+    assert res.stop_reason == StopReason.no_tool_call
+    events = [json.loads(x) for x in (tmp_path / "t" / "events.jsonl").read_text().splitlines()]
+    probe_ev = next(e for e in events if e["type"] == "probe")
+    assert probe_ev["names"] == ["gateway.sock", "sandbox.sock"]
+    assert base64.b64decode(probe_ev["read"]["data"]).decode().strip() == "sandbox" and probe_ev["read"]["id"] == "7"
+    assert probe_ev["closed"]  # an unknown operation ends the connection
+    traj = json.loads((tmp_path / "t" / "trajectory.json").read_text())
+    seen = [r["content"] for s in traj["steps"] for r in (s.get("observation") or {}).get("results", ())]
+    assert seen and seen[0].strip().splitlines()[-1] == "0"  # no socket file anywhere in the sandbox
+    assert still.stdout == "alive\n"

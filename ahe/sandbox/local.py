@@ -82,7 +82,7 @@ class _DriverProtocol(asyncio.Protocol):
         self._on_eof()
 
 
-def _emergency_cleanup(proc: subprocess.Popen, root: str | None) -> None:
+def _emergency_cleanup(proc: subprocess.Popen, root: str | None, direct: str | None = None) -> None:
     """Finalizer/atexit: the sandbox was dropped without stop(). Best effort, never raises."""
     try:
         if proc.poll() is None:
@@ -94,8 +94,9 @@ def _emergency_cleanup(proc: subprocess.Popen, root: str | None) -> None:
                 proc.wait(timeout=2)
     except Exception:
         pass
-    if root:
-        shutil.rmtree(root, ignore_errors=True)
+    for folder in (root, direct):
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class LocalSandbox:
@@ -234,7 +235,7 @@ class LocalSandbox:
             finally:
                 if lsock is not None:
                     lsock.close()  # the driver holds it now
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._owned_root)
+        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._owned_root, self._direct_dir)
         self._ready = loop.create_future()
         self._rt, _ = await loop.connect_read_pipe(
             lambda: _DriverProtocol(self._on_message, self._on_eof), self._proc.stdout)
