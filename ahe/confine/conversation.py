@@ -212,24 +212,39 @@ def trajectory_from_conversation(path: Path) -> dict[str, Any]:
 def attach_claimed_metadata(traj: dict[str, Any], claim: dict[str, Any]) -> int:
     """Copy, from the worker's own trajectory, what only the harness knows about a tool result
     (is_error, the tool's metadata, a sub-agent's trajectory reference) onto each result whose
-    call id and content the gateway saw too; the content itself stays the gateway's. Returns how
-    many results took their metadata from the claim (each is marked `claimed_metadata`)."""
-    claimed: dict[tuple[str, str], dict[str, Any]] = {}
+    call id and content the gateway saw too (marked `claimed_metadata`); the content stays the
+    gateway's. A tool call whose result no later request carried (the stop tool's, the last
+    turn's before a kill) gets the claim's result whole, marked `claimed`: the model never saw
+    it, so only the harness vouches for it. Returns how many results took something from the claim."""
+    by_id: dict[str, dict[str, Any]] = {}
     for step in claim.get("steps") or () if isinstance(claim, dict) else ():
         obs = step.get("observation") if isinstance(step, dict) else None
         for r in (obs.get("results") or ()) if isinstance(obs, dict) else ():
             if isinstance(r, dict) and isinstance(r.get("content"), str):
-                claimed[(str(r.get("source_call_id")), r["content"])] = r
+                by_id.setdefault(str(r.get("source_call_id")), r)
     n = 0
     for step in traj.get("steps") or ():
-        for r in (step.get("observation") or {}).get("results") or ():
-            c = claimed.get((str(r.get("source_call_id")), r.get("content")))
-            if c is None:
+        results = (step.get("observation") or {}).get("results") or []
+        for r in results:
+            c = by_id.get(str(r.get("source_call_id")))
+            if c is None or c["content"] != r.get("content"):
                 continue
             extra = c.get("extra") if isinstance(c.get("extra"), dict) else {}
             r["extra"] = {**extra, **r["extra"], "claimed_metadata": True}
             if c.get("subagent_trajectory_ref") is not None:
                 r["subagent_trajectory_ref"] = c["subagent_trajectory_ref"]
+            n += 1
+        answered = {str(r.get("source_call_id")) for r in results}
+        for tc in step.get("tool_calls") or ():
+            c = by_id.get(str(tc.get("tool_call_id")))
+            if str(tc.get("tool_call_id")) in answered or c is None:
+                continue
+            extra = c.get("extra") if isinstance(c.get("extra"), dict) else {}
+            item = {"source_call_id": tc.get("tool_call_id"), "content": c["content"],
+                    "extra": {**extra, "tool": tc.get("function_name"), "claimed": True}}
+            if c.get("subagent_trajectory_ref") is not None:
+                item["subagent_trajectory_ref"] = c["subagent_trajectory_ref"]
+            step.setdefault("observation", {"results": []})["results"].append(item)
             n += 1
     return n
 
