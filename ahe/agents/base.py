@@ -57,7 +57,8 @@ class AgentRequest:
     sandbox: Any = None  # the trial's started Sandbox (None: a session without one)
     isolation: ConfineMode = "auto"
     wall_clock_sec: float | None = None
-    budget: GatewayBudget | None = None  # None: the backend's own default for this harness
+    budget: GatewayBudget | None = None  # None: the backend's own, from its max turns × model_requests_per_turn
+    model_requests_per_turn: int = 4  # the user's cap on requests per turn of the agent (config)
     working_directory: str | None = None
     prompt_variables: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None
@@ -84,6 +85,11 @@ class AgentBackend(Protocol):
 
     async def run(self, request: AgentRequest) -> SessionResult:
         """Run one session; never raises for the agent's own failures (they are a stop reason)."""
+        ...
+
+    def smoke_policy(self, harness: Path) -> dict[str, Any]:
+        """A scripted MOCK policy (ahe.testing) that drives one short session of this harness to
+        its end: the gate's smoke check runs it (`ahe`'s own gate plans every tool call instead)."""
         ...
 
     async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
@@ -115,6 +121,9 @@ class BackendBase:
     name = "?"
     summary = ""
     replayable = False
+
+    def smoke_policy(self, harness: Path) -> dict[str, Any]:
+        return {"name": f"{self.name} smoke (MOCK)", "rules": [], "default": {"reply": "MOCK smoke session: done"}}
 
     async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
         return None

@@ -93,13 +93,19 @@ async def _main(socket_path: str) -> int:
     trace_dir = Path(job["trace_dir"])
     try:
         agent = load_agent(Path(job["workspace"]))
-        if job.get("check"):  # only: does the harness load? (AHE itself never imports it)
-            await channel.call("done", loaded=True)
+        if job.get("check"):  # only: does the harness load (and, asked, what is in it)? AHE never imports it
+            from ahe.runtime.describe import describe_agent
+
+            await channel.call("done", loaded=True, description=describe_agent(agent) if job.get("describe") else None)
             await channel.close()
             return 0
         if job.get("min_turns"):
             _raise_turns(agent, int(job["min_turns"]))
         sandbox = SandboxProxy(channel) if job.get("sandbox") else None
+        if sandbox is not None and job.get("direct_exec"):  # commands straight to the sandbox's driver
+            from ahe.confine.direct import DirectSandbox
+
+            sandbox = DirectSandbox(channel, job["direct_exec"])
         client = GatewayClient(channel, job.get("role", "agent"), job.get("model") or "model")
         session = Session(agent, client, sandbox=sandbox, trace_dir=trace_dir,
                           wall_clock_sec=job.get("wall_clock_sec"),
