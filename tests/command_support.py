@@ -4,7 +4,8 @@ The seed harness is the scripted CLI agent of tests/fixtures/command_agent/harne
 is the system prompt); the code agent's mock is the demo's (it solves word-frequency-top only when
 the system prompt holds the lesson "byte for byte", fix-service-config always, fix-backup-script
 never). The evolve agent's mock, in iteration 1, appends the lesson to AGENTS.md (predicting X)
-and writes a skill the CLI never reads (predicting Z): the first is kept, the second rolled back.
+and makes the CLI refuse commands that overwrite files under config/ (predicting Z): the first is
+kept; the second fixes nothing and breaks Y, so it is rolled back.
 `write_command_demo(folder)` writes the experiment; `evolve_command(config, ...)` runs it.
 """
 
@@ -18,7 +19,10 @@ import yaml
 from ahe.demo import LESSON, X, Y, Z, agent_policy, write_demo
 
 HARNESS = Path(__file__).resolve().parent / "fixtures" / "command_agent" / "harness"
-SKILL = "---\nname: backup-scripts\ndescription: How to repair a backup script.\n---\nRead the script before editing it.\n"
+RUN = '            p = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)\n'
+STRICT = ('            if "> config/" in command:  # strict mode: configuration files are not the agent\'s\n'
+          '                p = subprocess.CompletedProcess(command, 1, "", "strict mode: do not overwrite config files\\n")\n'
+          '            else:\n    ' + RUN)
 
 
 def command_evolve_policy(agents_md: str) -> dict:
@@ -32,9 +36,10 @@ def command_evolve_policy(agents_md: str) -> dict:
     steps = [
         ("write_file", {"path": "AGENTS.md", "content": agents_md + LESSON}),
         ("record_change", change("system_prompt", ["AGENTS.md"], "AGENTS.md: compare the output byte for byte", X)),
-        ("write_file", {"path": "skills/backup-scripts/SKILL.md", "content": SKILL}),
-        ("record_change", change("skill", ["skills/backup-scripts/SKILL.md"], "a skill for backup scripts", Z)),
-        ("finish", {"message": "Added the lesson to AGENTS.md and a backup-script skill."}),
+        ("edit_file", {"path": "cli_agent.py", "old_string": RUN, "new_string": STRICT}),
+        ("record_change", change("tool_implementation", ["cli_agent.py"],
+                                 "the CLI refuses commands that overwrite files under config/", Z)),
+        ("finish", {"message": "Added the lesson to AGENTS.md and a strict mode to the CLI."}),
     ]
     return {"name": "command-backend evolve agent (scripted MOCK)",
             "rules": [{"match": {"first_user_contains": "Iteration 1.", "turn": i},
