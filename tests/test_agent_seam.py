@@ -51,6 +51,9 @@ def test_a_plugin_backend_runs_eval_and_the_gateway_meters_it(tmp_path: Path) ->
     assert result["usage"]["prompt_tokens"] > 0  # from the gateway's meter
     conversation = (trial / "conversation.jsonl").read_text().splitlines()
     assert len(conversation) == 1 and "You are terse." in conversation[0]
+    # the backend wrote no trajectory: the debugger's trajectory.json is the gateway's record, rebuilt
+    traj = json.loads((trial / "trajectory.json").read_text())
+    assert traj["steps"][0]["message"] == "You are terse.\n" and traj["extra"]["stop_reason"] == "no_tool_call"
 
 
 def test_backend_mistakes_are_one_sentence(tmp_path: Path) -> None:
