@@ -50,7 +50,7 @@ def _register_subapps() -> None:
 
 @app.command()
 def run(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help="Harness workspace folder (with agent.yaml)."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help="Harness folder (agent.yaml, or a harness.yaml naming its backend)."),
     instruction: Optional[str] = typer.Option(None, "--instruction", "-i", help="What to tell the agent."),
     task: Optional[Path] = typer.Option(None, "--task", help="A task folder; its instruction.md and environment/ are used."),
     workdir: Optional[Path] = typer.Option(None, "--workdir", help="Host folder mounted at /app (default: <out>/app)."),
@@ -63,6 +63,7 @@ def run(
     isolation: str = typer.Option("auto", "--isolation", help="Isolation of the local sandbox and of the harness's confined worker: auto, bwrap or none."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Wall-clock limit of the session in seconds."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="With --task: run the task's verifier afterwards."),
+    agent_backend: Optional[str] = typer.Option(None, "--agent-backend", help="Which agent runs the harness (ahe, mini-swe-agent, command, a plugin's); default: the harness's harness.yaml, else ahe."),
 ) -> None:
     """Run one session of a harness in the local sandbox and print where its trace is."""
     from ahe.run_one import run_one
@@ -81,12 +82,13 @@ def run(
         isolation=isolation,
         timeout=timeout,
         verify=verify,
+        agent_backend=agent_backend,
     )
 
 
 @app.command("eval")
 def eval_(
-    workspace: Path = typer.Option(..., "--workspace", "-w", help="Harness workspace folder (with agent.yaml)."),
+    workspace: Path = typer.Option(..., "--workspace", "-w", help="Harness folder (agent.yaml, or a harness.yaml naming its backend)."),
     tasks: Path = typer.Option(
         ..., "--tasks", help="A folder of task folders (or one task folder), or SOURCE:ARG of a task source (`ahe tasks sources`)."
     ),
@@ -108,6 +110,7 @@ def eval_(
     executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    agent_backend: Optional[str] = typer.Option(None, "--agent-backend", help="Which agent runs the harness (ahe, mini-swe-agent, command, a plugin's); default: the harness's harness.yaml, else ahe."),
 ) -> None:
     """Evaluate a harness on a task set: k trials per task, then a pass@1 table."""
     from ahe.rollout.eval_command import run_eval
@@ -119,7 +122,7 @@ def eval_(
         workspace=workspace, tasks=tasks, k=k, concurrency=concurrency, include=task or [], out=out, model=model,
         base_url=base_url, mock_policy=mock_policy, sandbox=sandbox, isolation=isolation, retry_infra=retry_infra,
         agent_timeout=agent_timeout, keep_app=keep_app, json_out=fmt == "json", executor=executor, ray_address=ray_address,
-        fmt=fmt,
+        fmt=fmt, agent_backend=agent_backend,
     )
     raise typer.Exit(0 if results.infra_errors == 0 else 3)
 

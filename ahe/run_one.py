@@ -29,12 +29,13 @@ def run_one(
     isolation: str,
     timeout: float | None,
     verify: bool,
+    agent_backend: str | None = None,
 ) -> dict:
-    from ahe.confine.host import check_workspace_loads
+    from ahe.agents.checks import check_harness_loads
 
     console = Console(stderr=True, soft_wrap=True)  # whole lines in a log file
     task = _load_task(task_dir, workdir, isolation)
-    check_workspace_loads(workspace, isolation)  # type: ignore[arg-type]  # loaded in a worker, never here
+    check_harness_loads(workspace, isolation, agent_backend)  # loaded in a worker, never here
     if task is not None:
         instruction = task.instruction
         timeout = task.agent_timeout_sec if timeout is None else timeout
@@ -48,7 +49,8 @@ def run_one(
         if url:
             console.print(escape(f"using the scripted MOCK model server at {url} (policy {mock_policy})"), style="yellow")
         cfg = RoleConfig(model=model or ("mock" if url and not model else None), base_url=url or base_url)
-        summary = asyncio.run(_run_session(workspace, cfg, task, instruction or "", out, workdir, isolation, timeout, verify))
+        summary = asyncio.run(_run_session(workspace, cfg, task, instruction or "", out, workdir, isolation, timeout, verify,
+                                           agent_backend))
     (out / "result.json").write_text(json.dumps(summary, indent=2) + "\n")
     _print_summary(console, summary)
     return summary
@@ -71,10 +73,10 @@ def _load_task(task_dir: Path | None, workdir: Path | None, isolation: str) -> A
 
 
 async def _run_session(workspace: Path, cfg: RoleConfig, task: Any, instruction: str, out: Path, workdir: Path | None,
-                       isolation: str, timeout: float | None, verify: bool) -> dict:
+                       isolation: str, timeout: float | None, verify: bool, agent_backend: str | None = None) -> dict:
     """Sandbox up, the task's setup, the session (the harness's code in a confined worker, as in
     every rollout: docs/confinement.md), the verifier (with --verify), sandbox down: result.json's content."""
-    from ahe.confine.host import ConfinedSessionSpec, run_confined_session
+    from ahe.agents import AgentRequest, harness_backend
     from ahe.llm import make_client
 
     client = make_client("agent", cfg)
@@ -85,9 +87,13 @@ async def _run_session(workspace: Path, cfg: RoleConfig, task: Any, instruction:
             from ahe.tasks import run_setup
 
             await run_setup(task, sandbox)
-        result = await run_confined_session(workspace, ConfinedSessionSpec(
-            instruction=instruction, trace_dir=out, wall_clock_sec=timeout), client, sandbox,
-            mode=isolation)  # type: ignore[arg-type]
+        backend = harness_backend(workspace, agent_backend)
+        try:
+            result = await backend.run(AgentRequest(harness=workspace, instruction=instruction, trace_dir=out,
+                                                    client=client, sandbox=sandbox, isolation=isolation,  # type: ignore[arg-type]
+                                                    wall_clock_sec=timeout))
+        finally:
+            await backend.aclose()
         summary = json.loads(result.model_dump_json())
         if task is not None and verify:
             from ahe.tasks import run_verifier

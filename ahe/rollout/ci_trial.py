@@ -12,27 +12,37 @@ import asyncio
 import json
 import time
 import traceback
-from typing import Any, Awaitable
 
 from ahe.errors import ConfigError, InfrastructureError
 from ahe.io import atomic_write_json
+from ahe.rollout.kinds import TrialKind, register_trial_kind
 from ahe.rollout.models import TrialResult, TrialSpec
+from ahe.rollout.trial_parts import RESULT_FILE, TrialContext, sandbox_for, seal_of, stop_sandbox, write_result
 from ahe.runtime.trace import now_iso
 from ahe.tasks.snapshot import TaskChanged
 from ahe.tasks.sources.swe_ci import ci_loop
 from ahe.tasks.sources.swe_ci.layout import CISettings
 from ahe.tasks.sources.swe_ci.rounds import ci_settings, final_rewards
 
-RESULT_FILE = "result.json"
 
-
-def ci_trial_or_none(spec: TrialSpec, ctx: Any) -> Awaitable[TrialResult] | None:
-    """The coroutine of a CI trial, or None for an ordinary one-shot trial."""
+def _ci_of(spec: TrialSpec) -> CISettings | str | None:
+    """The task's [ci] settings; the reason when its [ci] table does not validate; None without one."""
     try:
-        ci = ci_settings(spec.task_dir)
+        return ci_settings(spec.task_dir)
     except ConfigError as exc:
-        return _broken(spec, str(exc))
-    return None if ci is None else execute_ci_trial(spec, ctx, ci)
+        return str(exc)
+
+
+def is_ci_trial(spec: TrialSpec) -> bool:
+    return _ci_of(spec) is not None
+
+
+async def run_ci_trial(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
+    """A CI trial, or its one-sentence failure when its [ci] table is broken."""
+    ci = _ci_of(spec)
+    if isinstance(ci, str) or ci is None:
+        return await _broken(spec, ci or f"{spec.task_dir}: task.toml has no [ci] table")
+    return await execute_ci_trial(spec, ctx, ci)
 
 
 async def _broken(spec: TrialSpec, message: str) -> TrialResult:
@@ -54,9 +64,8 @@ def _totals(result: TrialResult, records: list) -> None:
         result.stop_reason = records[-1].programmer_stop
 
 
-async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialResult:
+async def execute_ci_trial(spec: TrialSpec, ctx: TrialContext, ci: CISettings) -> TrialResult:
     """Run (or resume) one CI trial and write its result.json. Never raises for trial failures."""
-    from ahe.rollout.trial import _sandbox_for, seal_of, stop_sandbox, write_result
     from ahe.runtime import load_agent
     from ahe.tasks import load_task, run_setup
     from ahe.tasks.snapshot import verifier_task
@@ -75,10 +84,11 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
             raise ConfigError(f"{expected_file}: missing; a [ci] task needs the counts of its base and target "
                               "(make it with `ahe tasks make swe-ci` or `ahe tasks import swe-ci`).")
         expected = json.loads(expected_file.read_text())
-        sandbox = _sandbox_for(spec, live)
+        sandbox = sandbox_for(spec, live)
         env = ci_loop.LoopEnv(
             task=task, sandbox=sandbox, programmer=spec.workspace, isolation=spec.isolation,
             architect=load_agent(ci_loop.ARCHITECT_WORKSPACE), client=ctx.client(spec), trial_dir=spec.trial_dir,
+            backend=ctx.backend(spec),
             ci=ci, expected=expected, session_wall_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
             verifier_timeout_sec=spec.verifier_timeout_sec, pass_threshold=spec.pass_threshold,
         )
@@ -109,3 +119,8 @@ async def execute_ci_trial(spec: TrialSpec, ctx: Any, ci: CISettings) -> TrialRe
     finally:
         await stop_sandbox(sandbox, spec.trial_dir)
     return write_result(spec, result, t0)
+
+
+CI_LOOP = register_trial_kind(TrialKind(
+    name="ci-loop", summary="SWE-CI: Architect and programmer rounds on a live codebase, resumable per round",
+    claims=is_ci_trial, run=run_ci_trial))

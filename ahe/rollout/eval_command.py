@@ -42,8 +42,13 @@ def run_eval(
     executor: str = "local",
     ray_address: str | None = None,
     fmt: str = "table",
+    agent_backend: str | None = None,
 ) -> RunResults:
     get_backend(sandbox)  # an unknown backend: one sentence naming the registered ones
+    if agent_backend is not None:  # unknown, or disagreeing with the harness's harness.yaml: one sentence now
+        from ahe.agents import backend_name
+
+        backend_name(workspace, agent_backend)
     if isolation not in ("auto", "bwrap", "none"):
         raise AheError(f"--isolation must be auto, bwrap or none, not {isolation!r}")
     if executor == "local":  # e.g. docker with no engine: one sentence now, not an error per trial
@@ -65,7 +70,7 @@ def run_eval(
     try:
         settings = dict(workspace=workspace, include=include, k=k, concurrency=concurrency, sandbox=sandbox,
                         isolation=isolation, retry_infra=retry_infra, agent_timeout_sec=agent_timeout, keep_app=keep_app,
-                        executor=executor, ray_address=ray_address)
+                        executor=executor, ray_address=ray_address, agent_backend=agent_backend)
         results = _run(settings, tasks=tasks, model=model, base_url=base_url, out=out, mock_policy=mock_policy,
                        json_out=json_out, console=console, stop=stop)
     except (KeyboardInterrupt, asyncio.CancelledError):

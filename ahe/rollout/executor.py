@@ -49,7 +49,7 @@ class AsyncioExecutor:
     async def run(self, specs: Sequence[TrialSpec], *, on_event: OnEvent | None = None) -> list[TrialResult | None]:
         sem = asyncio.Semaphore(self.concurrency)
         # trials beyond the first `concurrency` start later: their confined workers can be launched ahead
-        self.ctx.workers().expect(max(0, len(specs) - self.concurrency))
+        self.ctx.expect(list(specs[self.concurrency:]))
         failed: list[BaseException] = []
 
         async def one(spec: TrialSpec) -> TrialResult | None:
@@ -72,7 +72,7 @@ class AsyncioExecutor:
         try:
             outcomes = await asyncio.gather(*(one(s) for s in specs), return_exceptions=True)
         finally:
-            await self.ctx.workers().drain()  # spares never outlive the batch they were launched for
+            await self.ctx.drain()  # spares never outlive the batch they were launched for
         for out in outcomes:
             if isinstance(out, BaseException):
                 raise out

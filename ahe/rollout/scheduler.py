@@ -67,14 +67,14 @@ def _git_commit(path: Path) -> str | None:
 
 def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
     """Which trials still need running; loads tasks and the workspace first (fail fast)."""
-    from ahe.confine.host import check_workspace_loads
+    from ahe.agents.checks import check_harness_loads
     from ahe.tasks import load_tasks
     from ahe.tasks.sandboxes import can_run
     from ahe.tasks.snapshot import SEAL_DIR, seal_summary, seal_tasks
 
     # A broken harness fails here, before any sandbox starts; loaded in a confined worker, as
     # every trial will load it: AHE's own process never imports the harness's code.
-    check_workspace_loads(cfg.workspace, cfg.isolation)
+    check_harness_loads(cfg.workspace, cfg.isolation, cfg.agent_backend)
     loaded = load_tasks(cfg.tasks_dir, include=cfg.include or None)
     if not loaded.tasks and not loaded.errors:
         where = f" matching {', '.join(cfg.include)}" if cfg.include else ""

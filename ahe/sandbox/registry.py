@@ -18,8 +18,6 @@ Backends outside AHE register from a module named in the `AHE_PLUGINS` environme
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,20 +86,10 @@ def _load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
+    from ahe.plugins import load_plugins
     from ahe.sandbox import builtin_backends  # noqa: F401 - registers local and docker
 
-    for name in filter(None, (m.strip() for m in os.environ.get("AHE_PLUGINS", "").split(","))):
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # a plugin must never take the whole tool down silently
-            raise AheError(f"AHE_PLUGINS names {name!r}, which failed to import: {exc}") from None
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="ahe.plugins"):
-        try:
-            ep.load()
-        except Exception as exc:
-            raise AheError(f"the ahe.plugins entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from None
+    load_plugins()
 
 
 def backend_names() -> list[str]:

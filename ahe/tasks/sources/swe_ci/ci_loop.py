@@ -57,6 +57,7 @@ class LoopEnv:
     pass_threshold: float = 1.0
     on_round: Any = None  # called with each finished RoundRecord
     isolation: str = "auto"  # the confined worker's mode for the programmer (the rollout's isolation)
+    backend: Any = None  # the agent backend (ahe.agents) that runs the programmer's harness; None = `ahe`
 
 
 def _children(folder: Path) -> list[Path]:
@@ -143,12 +144,13 @@ async def _grade(env: LoopEnv, out: Path) -> tuple[dict, dict]:
 async def _session(env: LoopEnv, agent: Any, trace_dir: Path, message: str) -> Any:
     from ahe.runtime import Session, StopReason
 
-    if isinstance(agent, Path):  # the harness's own code: in a confined worker (docs/confinement.md)
-        from ahe.confine.host import ConfinedSessionSpec, run_confined_session
+    if isinstance(agent, Path):  # the harness's own code: its backend runs it confined (docs/backends.md)
+        from ahe.agents import AgentRequest, make_agent_backend
 
-        res = await run_confined_session(agent, ConfinedSessionSpec(
-            instruction=message, trace_dir=trace_dir, wall_clock_sec=env.session_wall_sec), env.client, env.sandbox,
-            mode=env.isolation)
+        backend = env.backend or make_agent_backend("ahe")
+        res = await backend.run(AgentRequest(harness=agent, instruction=message, trace_dir=trace_dir, client=env.client,
+                                             sandbox=env.sandbox, isolation=env.isolation,  # type: ignore[arg-type]
+                                             wall_clock_sec=env.session_wall_sec))
     else:
         res = await Session(agent, env.client, sandbox=env.sandbox, trace_dir=trace_dir,
                             wall_clock_sec=env.session_wall_sec).run(message)
