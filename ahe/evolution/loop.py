@@ -82,8 +82,10 @@ class EvolutionLoop:
         root.mkdir(parents=True, exist_ok=True)
         seed = self.cfg.seed_workspace or SEED_DEFAULT
         from ahe.confine.host import check_workspace_loads
+        from ahe.rollout.scheduler import loads_harness
 
-        check_workspace_loads(seed, self.cfg.isolation)  # a broken seed fails before anything is written
+        if loads_harness(self.executor):
+            check_workspace_loads(seed, self.cfg.isolation)  # a broken seed fails before anything is written
         repo = HarnessRepo.create(self.run.workspace, seed)
         atomic_write_text(self.run.experiment_yaml, dump_experiment_config(self.cfg))
         self.run.save_state(LoopState())
