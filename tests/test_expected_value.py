@@ -60,3 +60,41 @@ def test_it_is_the_default_and_judges_whole_rounds() -> None:
 
     policy = get_policy(AttributionSettings().strictness)
     assert policy.name == "expected-value" and hasattr(policy, "judge_round") and policy.best_keeps_latest
+
+
+def test_a_change_is_kept_on_weaker_evidence_while_a_later_round_will_judge_it_again() -> None:
+    from ahe.evolution.expected_value import keep_bar, p_above_cost
+
+    assert keep_bar(final=True) == 0.5 and keep_bar(final=False) < 0.5
+    # a change the evidence leaves in doubt (mean just below the cost) stays open, but not at the last look
+    p = p_above_cost(0.0, 0.004 ** 2, 0.001)
+    assert keep_bar(False) <= p < keep_bar(True)
+
+
+def test_component_classes_get_their_own_precision_on_the_stated_level() -> None:
+    from types import SimpleNamespace
+
+    from ahe.evolution.expected_value import PRIOR_PRECISION, fit_rates
+    from ahe.harness.manifest import ChangeEntry
+
+    tasks = [f"t{i}" for i in range(20)]
+    why = {"root_cause": "scripted", "targeted_fix": "scripted"}
+    skill = ChangeEntry(id="chg-1", component="skill", files=["a"], summary="a skill", predicted_fixes=tasks[:5], **why)
+    prompt = ChangeEntry(id="chg-2", component="system_prompt", files=["b"], summary="a prompt", predicted_fixes=tasks[5:10], **why)
+    moved = set(tasks[:5])  # every task the skill named rose from 0/10 to 4/4; the prompt's stayed put
+    rd = SimpleNamespace(changes=[skill, prompt], prior=U, rp=SimpleNamespace(tasks=tasks, rounds={}),
+                         before_counts=lambda t: Counts(0, 10) if t in moved else Counts(5, 10),
+                         after_counts=lambda t: Counts(4, 4) if t in moved else Counts(2, 4))
+    rates = fit_rates(rd, None, 2, len(tasks))  # type: ignore[arg-type]
+    q0 = PRIOR_PRECISION[0] / sum(PRIOR_PRECISION)
+    assert rates.precision == q0  # the level is the stated one
+    assert rates.named("skill") > q0 > rates.named("system_prompt")
+    assert rates.named("middleware") == q0  # a class the run has not seen: the stated level
+
+
+def test_the_simulated_executor_does_not_make_the_scheduler_probe_the_harness() -> None:
+    from ahe.rollout.scheduler import loads_harness
+    from ahe.simulate.executor import SimulatedExecutor
+    from tests.test_simulate import _world as world
+
+    assert loads_harness(None) and not loads_harness(SimulatedExecutor(world()))

@@ -83,9 +83,11 @@ class EvolutionLoop:
         seed = self.cfg.seed_workspace or SEED_DEFAULT
         from ahe.agents import HARNESS_FILE, backend_name
         from ahe.agents.checks import check_harness_loads
+        from ahe.rollout.scheduler import loads_harness
 
         backend = backend_name(seed, self.cfg.agent_backend)  # unknown, or not the seed's harness.yaml: one sentence
-        check_harness_loads(seed, self.cfg.isolation, backend)  # a broken seed fails before anything is written
+        if loads_harness(self.executor):
+            check_harness_loads(seed, self.cfg.isolation, backend)  # a broken seed fails before anything is written
         # the backend is part of the harness's history: a config's choice is written into the seed commit
         extra = {HARNESS_FILE: f"backend: {backend}\n"} if backend != "ahe" and not (seed / HARNESS_FILE).exists() else None
         repo = HarnessRepo.create(self.run.workspace, seed, extra_files=extra)

@@ -49,9 +49,9 @@ async def rollout_phase(ctx: PhaseContext, it: int) -> RolloutOutcome:
     progress = None
     if not ctx.console.quiet:
         from ahe.rollout.display import Progress
-        from ahe.rollout.scheduler import plan_rollouts
+        from ahe.rollout.scheduler import loads_harness, plan_rollouts
 
-        plan = plan_rollouts(cfg, d.root)
+        plan = plan_rollouts(cfg, d.root, check_load=loads_harness(ctx.executor))
         progress = Progress(len(plan.specs), cfg.concurrency, ctx.console, already_done=len(plan.done))
     with progress or contextlib.nullcontext():
         results = await run_rollouts(

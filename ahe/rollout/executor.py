@@ -27,6 +27,8 @@ class Executor(Protocol):
         """Run every spec; call on_event("start", spec, None) and ("end", spec, result).
 
         A spec not started because a stop was requested comes back as None.
+        An executor whose trials never load the harness sets `loads_harness = False` (the
+        scheduler then skips the workspace-load probe: the decision simulator's executor).
         """
         ...
 

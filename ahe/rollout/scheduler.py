@@ -65,8 +65,15 @@ def _git_commit(path: Path) -> str | None:
     return p.stdout.strip() if p.returncode == 0 else None
 
 
-def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
-    """Which trials still need running; loads tasks and the workspace first (fail fast)."""
+def loads_harness(executor: Executor | None) -> bool:
+    """Whether trials through `executor` load the harness, so a broken one must fail before they start;
+    the decision simulator's executor (`loads_harness = False`) draws outcomes and never loads it."""
+    return executor is None or getattr(executor, "loads_harness", True)
+
+
+def plan_rollouts(cfg: RolloutConfig, out: Path, *, check_load: bool = True) -> Plan:
+    """Which trials still need running; loads tasks and the workspace first (fail fast).
+    `check_load=False` for an executor that never loads the harness (`loads_harness = False`)."""
     from ahe.agents.checks import check_harness_loads
     from ahe.tasks import load_tasks
     from ahe.tasks.sandboxes import can_run
@@ -74,7 +81,8 @@ def plan_rollouts(cfg: RolloutConfig, out: Path) -> Plan:
 
     # A broken harness fails here, before any sandbox starts; loaded in a confined worker, as
     # every trial will load it: AHE's own process never imports the harness's code.
-    check_harness_loads(cfg.workspace, cfg.isolation, cfg.agent_backend)
+    if check_load:
+        check_harness_loads(cfg.workspace, cfg.isolation, cfg.agent_backend)
     loaded = load_tasks(cfg.tasks_dir, include=cfg.include or None)
     if not loaded.tasks and not loaded.errors:
         where = f" matching {', '.join(cfg.include)}" if cfg.include else ""
@@ -138,7 +146,7 @@ async def run_rollouts(
     should_stop: Callable[[], bool] | None = None,
 ) -> RunResults:
     out.mkdir(parents=True, exist_ok=True)
-    plan = plan or plan_rollouts(cfg, out)
+    plan = plan or plan_rollouts(cfg, out, check_load=loads_harness(executor))
     atomic_write_json(
         out / "harness.json",
         {"workspace": str(cfg.workspace.resolve()), "commit": _git_commit(cfg.workspace), "code_hash": _code_hash(cfg.workspace)},

@@ -26,7 +26,10 @@ COST_PER_TRIAL = 0.05
 
 
 class SimulatedExecutor:
-    """Trials drawn from `world`; thousands per second (one small file write each)."""
+    """Trials drawn from `world`; thousands per second (one small file write each). It never loads
+    the harness, so the scheduler skips the workspace-load probe (a confined worker, ~0.6 s a round)."""
+
+    loads_harness = False
 
     def __init__(self, world: World, *, salt: str = "") -> None:
         self.world = world

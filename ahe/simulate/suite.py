@@ -28,7 +28,7 @@ from ahe.simulate.scenario import Scenario, load_scenario
 SUITES = Path(__file__).resolve().parent / "suites"
 SEED_RANGES = {"dev": 0, "eval": 1000}  # first seed of each range; a range holds 1000 seeds
 RANGE_SIZE = 1000
-DEFAULT_POLICIES = ["paper", "noise"]
+DEFAULT_POLICIES = ["paper", "noise", "expected-value"]
 
 
 class SuiteFile(BaseModel):
