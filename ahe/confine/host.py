@@ -55,6 +55,10 @@ class ConfinedSessionSpec:
     state: dict[str, Any] = field(default_factory=dict)
     min_turns: int | None = None  # the gate's smoke plan needs this many turns at least
     budget: GatewayBudget = field(default_factory=GatewayBudget)
+    # Another agent's loop instead of AHE's Session: `module:function` under ahe. (worker.py), and
+    # the settings it is handed (an agent backend's, e.g. mini-swe-agent's config file name).
+    runner: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 class WorkerError(InfrastructureError):
@@ -160,7 +164,8 @@ class ConfinedWorker:
                "wall_clock_sec": spec.wall_clock_sec, "working_directory": spec.working_directory,
                "prompt_variables": spec.prompt_variables, "session_id": spec.session_id, "state": spec.state,
                "min_turns": spec.min_turns, "sandbox": sandbox is not None, "role": getattr(client, "role", "agent"),
-               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES}
+               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES,
+               "runner": spec.runner, "settings": spec.settings}
         t0 = time.monotonic()
         self._sink = TraceSink(spec.trace_dir, 2 * jail.TRACE_LIMIT_BYTES)
         try:
@@ -293,15 +298,20 @@ class ConfinedWorker:
             self._dir = None
 
 
-async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto") -> str | None:
-    """None when the harness at `workspace` loads (in a worker, never here); else the loader's error."""
+async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto", *, runner: str | None = None,
+                                settings: dict[str, Any] | None = None) -> str | None:
+    """None when the harness at `workspace` loads (in a worker, never here); else the loader's error.
+    `runner`/`settings`: another agent's loader (ConfinedSessionSpec.runner), asked the same way."""
     root = Path(workspace).resolve()
-    if not (root / "agent.yaml").is_file():  # as load_agent says it; no jail can bind a missing folder
+    if runner is None and not (root / "agent.yaml").is_file():  # as load_agent says it
         return f"{root / 'agent.yaml'}: not found — is {root} a harness workspace (a folder with agent.yaml)?"
+    if not root.is_dir():  # no jail can bind a missing folder
+        return f"{root}: not a folder"
     worker = await ConfinedWorker.launch(workspace, mode)
     try:
         reader, writer = await worker._connection()
-        job = {"workspace": worker._cmd.workspace, "trace_dir": worker._cmd.trace_dir, "check": True}
+        job = {"workspace": worker._cmd.workspace, "trace_dir": worker._cmd.trace_dir, "check": True,
+               "runner": runner, "settings": settings or {}}
         gateway = ModelGateway(_NoClient())
         out = await worker._serve(reader, writer, job, gateway, None,
                                   ConfinedSessionSpec(instruction="", trace_dir=Path("."), wall_clock_sec=START_TIMEOUT_SEC))

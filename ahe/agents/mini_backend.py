@@ -1,0 +1,88 @@
+"""The `mini-swe-agent` backend: the harness is mini-swe-agent's config YAML (docs/backends.md).
+
+A session runs in the same confined worker as AHE's own runtime (ahe/confine), with mini's
+agent loop driving instead of AHE's Session (mini_session.py): its model is the host's gateway,
+its shell the trial's sandbox. The config is validated there too, as mini validates it (its
+own classes), so a custom agent or environment class in the harness is never imported here.
+mini-swe-agent itself is the `mini` extra; AHE's process never imports it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from ahe.agents.base import AgentRequest, BackendBase, Component
+from ahe.agents.mini_config import config_name, mini_components, read_config, section
+from ahe.confine.gateway import GatewayBudget
+from ahe.confine.host import ConfineMode, ConfinedSessionSpec, ConfinedWorker, load_problem_confined
+from ahe.errors import ConfigError
+from ahe.runtime import SessionResult
+
+RUNNER = "ahe.agents.mini_session:run"
+MISSING = "mini-swe-agent is not installed; install AHE's `mini` extra: pip install 'ahe[mini]'"
+
+
+def mini_installed() -> bool:
+    return importlib.util.find_spec("minisweagent") is not None
+
+
+class MiniBackend(BackendBase):
+    name = "mini-swe-agent"
+    summary = "mini-swe-agent's agent loop on its own config YAML (templates, limits, environment settings)"
+    replayable = False  # replay foresight re-runs AHE middleware over recorded calls; mini has none
+
+    def components(self, harness: Path) -> list[Component]:
+        return mini_components(Path(harness))
+
+    async def load_problem(self, harness: Path, isolation: ConfineMode = "auto") -> str | None:
+        if not mini_installed():
+            return MISSING
+        try:
+            read_config(Path(harness))  # the file and its shape, as data, before a jail starts
+        except ConfigError as exc:
+            return str(exc)
+        return await load_problem_confined(Path(harness), isolation, runner=RUNNER)
+
+    async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
+        if not mini_installed():
+            return None
+        return await ConfinedWorker.launch(Path(harness), isolation)
+
+    async def discard(self, warmed: Any) -> None:
+        if warmed is not None:
+            await warmed.close()
+
+    async def run(self, request: AgentRequest) -> SessionResult:
+        if not mini_installed():
+            raise ConfigError(MISSING)
+        worker = request.warm or await ConfinedWorker.launch(request.harness, request.isolation)
+        try:
+            return await worker.run(ConfinedSessionSpec(
+                instruction=request.instruction, trace_dir=request.trace_dir, wall_clock_sec=request.wall_clock_sec,
+                working_directory=request.working_directory or "/app", prompt_variables=request.prompt_variables,
+                session_id=request.session_id, state=request.state, min_turns=request.min_turns,
+                budget=request.budget or mini_budget(request.harness), runner=RUNNER,
+                settings={"config": _config_or_default(request.harness)},
+            ), request.client, request.sandbox)
+        finally:
+            await worker.close()
+
+
+def _config_or_default(harness: Path) -> str:
+    try:
+        return config_name(Path(harness))
+    except ConfigError:
+        return ""
+
+
+def mini_budget(harness: Path) -> GatewayBudget:
+    """The gateway's limits from mini's own: its step_limit bounds the requests (a custom agent
+    class that ignores it still cannot make more); 0 means no limit, as in mini."""
+    try:
+        agent = section(read_config(Path(harness)), "agent")
+    except ConfigError:
+        return GatewayBudget()
+    steps = agent.get("step_limit")
+    return GatewayBudget(max_requests=steps if isinstance(steps, int) and steps > 0 else None)
