@@ -210,6 +210,21 @@ def _class(path: str, field: str, name: str, get: Any) -> type:
                           "`module.Class` with module.py in the harness folder") from None
 
 
+def _render_check(agent: Any, workspace: Path) -> None:
+    """mini renders its two templates first thing, with StrictUndefined: a variable no part
+    provides fails every session, so the load check renders them (with a stand-in task)."""
+    render = getattr(agent, "_render_template", None)
+    if render is None:  # a custom agent class that renders its own way
+        return
+    agent.extra_template_vars = {**getattr(agent, "extra_template_vars", {}), "task": "(the task)"}
+    for key in ("system_template", "instance_template"):
+        try:
+            render(getattr(agent.config, key))
+        except Exception as exc:  # noqa: BLE001 - jinja2's errors, a custom get_template_vars
+            path = Path(workspace) / mc.config_name(workspace)
+            raise ConfigError(f"{path}: field 'agent.{key}' does not render: {type(exc).__name__}: {exc}") from None
+
+
 def _construct(path: str, sect: str, make: Any) -> Any:
     try:
         return make()
@@ -236,6 +251,10 @@ async def run(job: dict[str, Any], channel: Any, trace_dir: Path) -> dict[str, A
     except ConfigError as exc:
         return {"failure": str(exc), "config_error": True}
     if job.get("check"):
+        try:
+            _render_check(agent, workspace)
+        except ConfigError as exc:
+            return {"failure": str(exc), "config_error": True}
         return {"loaded": True}
     if job.get("sandbox"):
         import minisweagent.environments.local as local
@@ -275,6 +294,7 @@ async def _run_agent(agent: Any, job: dict[str, Any], trace_dir: Path) -> dict[s
         (m.get("extra", {}).get("exit_status", "") for m in reversed(messages) if m.get("role") == "exit"), ""))
     stop, detail, kind = stop_of(exit_status, exc)
     turns, calls, errors = counts(messages)
+    turns = int(getattr(agent, "n_calls", turns) or turns)  # model calls, malformed replies included
     res = SessionResult(session_id=session_id, agent="mini-swe-agent", stop_reason=stop, detail=detail,
                         final_answer=(info or {}).get("submission") or None, turns=turns, tool_calls=calls,
                         tool_errors=errors, duration_sec=round(time.monotonic() - t0, 4), infra_error_kind=kind)

@@ -106,6 +106,11 @@ def mini_to_atif(messages: list[dict[str, Any]], *, session_id: str, agent: dict
         elif role == "user":
             step = {"step_id": n, "source": "user", "message": text_of(m.get("content"))}
             kind = _extra(m).get("interrupt_type")
+            if kind == "FormatError" and "model_response" in _extra(m):  # the reply mini could not parse
+                last_agent = None
+                steps.append({"step_id": n, "source": "agent", "message": text_of(_extra(m)["model_response"]),
+                              "extra": {"unparsed": True}})
+                step["step_id"] = n + 1
             if kind:  # mini's own note to the model (a format error): not the task's words
                 step["extra"] = {"framework_note": True, "mini": kind}
             steps.append(step)
