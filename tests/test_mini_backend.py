@@ -19,6 +19,8 @@ from ahe.agents import harness_backend
 from ahe.agents.mini_trajectory import counts, mini_to_atif, stop_of
 from ahe.errors import InfrastructureError
 from ahe.runtime import StopReason
+from tests.conftest import write_files
+from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
 from tests.mini_support import mini_harness, needs_mini
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -172,3 +174,25 @@ def test_mini_messages_become_atif_and_stop_reasons() -> None:
     assert stop_of("", InfrastructureError("down", kind="endpoint"))[::2] == (StopReason.infra_error, "endpoint")
     reason, detail, _ = stop_of("KeyError", KeyError("x"))
     assert reason == StopReason.middleware_stop and "KeyError" in detail
+
+
+@needs_mini
+@pytest.mark.docker
+def test_eval_runs_mini_in_the_docker_sandbox(tmp_path: Path, docker_engine, base_image) -> None:  # noqa: F811
+    """The worker stays in its jail on the host; mini's commands run in the task's container."""
+    tasks = write_files(tmp_path / "tasks", {f"write-ok/{name}": text for name, text in {
+        "task.toml": '[task]\nname = "write-ok"\n[agent]\ntimeout_sec = 120\n',
+        "instruction.md": "Write ok to /app/out.txt.\n",
+        "environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n",
+        "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
+                         "grep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    }.items()})
+    policy = _policy(tmp_path, [_bash(1, "echo ok > /app/out.txt && cat /etc/hostname"), _bash(2, SUBMIT)])
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(mini_harness(tmp_path / "h")),
+                        "--tasks", str(tasks), "--mock-policy", str(policy), "--out", str(tmp_path / "out"),
+                        "--sandbox", "docker", "--json"], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["pass_at_1"] == 1.0
+    result = json.loads((tmp_path / "out" / "rollouts" / "write-ok" / "trial-1" / "result.json").read_text())
+    assert (result["stop_reason"], result["turns"]) == ("stop_tool", 2)
