@@ -25,6 +25,11 @@ def replay_recorded_change(ctx: EvolveContext, entry: ChangeEntry) -> str:
     if not settings.enabled or ctx.experiment_dir is None or not entry.commit:
         return ""
     it_dir = ctx.experiment_dir / "iterations" / f"{ctx.iteration:03d}"
+    not_replayable = _backend_not_replayable(ctx.repo.path)
+    if not_replayable:
+        entry.replay = ReplaySummary(replayable=False, reason=not_replayable)
+        entry.replay_at_risk = []
+        return f"Replay: {not_replayable}."
     if not (it_dir / "rollouts").is_dir():
         entry.replay = ReplaySummary(replayable=False, reason="no recorded trials in this iteration to replay")
         entry.replay_at_risk = []
@@ -42,6 +47,21 @@ def replay_recorded_change(ctx: EvolveContext, entry: ChangeEntry) -> str:
     entry.replay = summarize(report, rel)
     entry.replay_at_risk = list(report.at_risk)
     return render_for_agent(report)
+
+
+def _backend_not_replayable(workspace) -> str | None:
+    """Why replay cannot apply to this harness's backend, or None when it can (docs/backends.md)."""
+    from ahe.agents import harness_backend
+    from ahe.errors import AheError
+
+    try:
+        backend = harness_backend(workspace)
+    except AheError:
+        return None  # the gate reports a broken harness.yaml
+    if backend.replayable:
+        return None
+    return (f"the {backend.name} backend's recorded steps cannot be re-run against a changed harness "
+            "(its agent loop is not AHE's), so no replay; the predictions carry the whole forecast")
 
 
 def revise_change(ctx: EvolveContext, session: Any, id: str, predicted_fixes: list[str] | None = None,

@@ -6,8 +6,10 @@ the change's commit), and checks:
 
 1. the change's commit touches exactly the manifest entry's `files`;
 2. the protected parts are intact (`evolve_agent.protected`);
-3. the workspace loads in the runtime (`load_agent`);
+3. the workspace loads in the runtime (`load_agent`), or, for a harness another agent backend
+   runs (harness.yaml, docs/backends.md), as that backend loads it (its backend unchanged);
 4. every tool, middleware, skill and sub-agent works in a smoke session (`evolve_agent.smoke`);
+   another backend's harness runs one session of its own smoke policy (`evolve_agent.backend_smoke`);
 5. the leakage lint finds nothing of the tasks' names, tests or solutions in the lines the
    change adds (`evolve_agent.leakage`).
 
@@ -165,21 +167,41 @@ class Gate:
         errors += self.base.check_tree(tree, files=touched)
         if any(f == ".git" or f.startswith(".git/") for f in touched):
             errors.append("the change touches .git")
-        load_err = load_problem(tree)
         warnings: list[str] = []
+        backend, backend_err = self._backend_of(tree)
+        load_err = backend_err or (load_problem(tree) if backend is None else await backend.load_problem(tree))
         if load_err:
             errors.append(f"the workspace does not load: {load_err}")
         elif self.smoke:
             trace = self.trace_dir / label if self.trace_dir else None
             if trace is not None and trace.exists():
                 shutil.rmtree(trace, ignore_errors=True)
-            report = await smoke_check(tree, url=self.smoke_url, timeout_sec=self.smoke_timeout_sec, trace_dir=trace)
+            if backend is None:
+                report = await smoke_check(tree, url=self.smoke_url, timeout_sec=self.smoke_timeout_sec, trace_dir=trace)
+            else:
+                from evolve_agent.backend_smoke import backend_smoke_check
+
+                report = await backend_smoke_check(backend, tree, timeout_sec=self.smoke_timeout_sec, trace_dir=trace)
             errors += [f"smoke: {e}" for e in report.errors]
             warnings += [f"smoke: {w}" for w in report.warnings]
+        elif backend is not None:
+            await backend.aclose()
         if self.leaks is not None:
             diff = self.repo.repo.git.show(commit, "--format=", "--no-color", "--no-ext-diff", "--unified=0")
             errors += [f.message() for f in self.leaks.lint(added_lines(diff))]
         return errors, warnings
+
+    def _backend_of(self, tree: Path) -> tuple[object | None, str | None]:
+        """(None, None) for an `ahe` harness (today's checks); (backend, None) for another agent
+        backend; (None, why) when harness.yaml is broken."""
+        from ahe.agents import backend_name, make_agent_backend
+        from ahe.errors import AheError
+
+        try:
+            name = backend_name(tree)  # a changed backend is refused by the protected checks
+        except AheError as exc:
+            return None, str(exc)
+        return (None, None) if name == "ahe" else (make_agent_backend(name), None)
 
     def keep(self, entry: ChangeEntry) -> None:
         """Make the candidate built by the last `check` the new accepted state."""

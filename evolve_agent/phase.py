@@ -62,9 +62,15 @@ def known_tasks(experiment_dir: Path | None, iteration: int, tasks_dir: Path | N
 
 
 def build_instruction(experiment_dir: Path | None, iteration: int, base_commit: str, tasks: set[str],
-                      limits: EvolveLimits) -> str:
-    """The evolve agent's first message: where things are and what the last round decided."""
+                      limits: EvolveLimits, workspace: Path | None = None) -> str:
+    """The evolve agent's first message: where things are, what the last round decided and (with
+    `workspace`) which of the harness's files is which component class."""
     lines = [f"Iteration {iteration}. The harness in {WORKSPACE_MOUNT} is at commit {base_commit[:12]}.", ""]
+    if workspace is not None:
+        from evolve_agent.components import component_map_lines
+
+        parts = component_map_lines(workspace)
+        lines += parts + ([""] if parts else [])
     if experiment_dir is None:
         lines.append("There is no experiment folder this time; work from the harness alone.")
     else:
@@ -304,7 +310,7 @@ async def _run_session(runner: "_PhaseRunner", ctx: EvolveContext, manifest: Man
                        gate_policy_server_url: str | None) -> None:
     """The agent's session, then the gate on what it recorded."""
     instruction = agent.instruction or build_instruction(ctx.experiment_dir, ctx.iteration, ctx.base_commit,
-                                                         ctx.known_tasks, limits)
+                                                         ctx.known_tasks, limits, ctx.repo.path)
     result = await runner.session(instruction, max_turns=limits.max_turns, wall_clock=limits.wall_clock_sec,
                                   trace_dir=out_dir)
     manifest.stop_reason = result.stop_reason.value

@@ -6,6 +6,8 @@
 - the seed block of the system prompt: the text from `<!-- seed:begin -->` to
   `<!-- seed:end -->` as it was at the base, present verbatim exactly once (text may be added
   around it);
+- the `backend` of harness.yaml (docs/backends.md): the agent that runs the harness is fixed for a
+  run; a harness another backend runs has no agent.yaml to protect;
 - `.gitignore` (it decides what a commit can see) and anything under `.git/`;
 - nothing outside the workspace: no symlink that resolves outside the workspace folder.
 
@@ -28,6 +30,7 @@ GIT_NAMES = (".git", ".gitignore", ".gitattributes", ".gitmodules")
 SEED_BEGIN = "<!-- seed:begin -->"
 SEED_END = "<!-- seed:end -->"
 AGENT_FILE = "agent.yaml"
+HARNESS_FILE = "harness.yaml"  # = ahe.agents.HARNESS_FILE
 PROTECTED_KEYS = ("llm", "system_prompt")
 
 
@@ -49,6 +52,18 @@ def _llm(value: Any) -> dict[str, Any] | str:
         return f"invalid ({exc.__class__.__name__})"
 
 
+def _backend(text: str | None) -> str | None:
+    """The `backend` harness.yaml names; "ahe" when the file has none; None when there is no file."""
+    if text is None:
+        return None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "(unreadable harness.yaml)"
+    value = data.get("backend", "ahe") if isinstance(data, dict) else "(not a mapping)"
+    return value if isinstance(value, str) else repr(value)
+
+
 @dataclass(frozen=True)
 class BaseSnapshot:
     """What the protected parts looked like at the base commit."""
@@ -59,6 +74,8 @@ class BaseSnapshot:
     has_system_prompt_key: bool
     seed: str | None  # the seed block of that prompt, when it has one
     gitignore: str | None
+    has_agent_file: bool = True  # False for a harness another agent backend runs (no agent.yaml)
+    backend: str | None = None  # harness.yaml's backend at the base (None: no harness.yaml)
 
     @classmethod
     def from_reader(cls, read: Callable[[str], str | None]) -> "BaseSnapshot":
@@ -80,6 +97,8 @@ class BaseSnapshot:
             has_system_prompt_key="system_prompt" in data,
             seed=seed_block(prompt) if prompt is not None else None,
             gitignore=read(".gitignore"),
+            has_agent_file=raw is not None,
+            backend=_backend(read(HARNESS_FILE)),
         )
 
     @classmethod
@@ -99,6 +118,8 @@ class BaseSnapshot:
     def check_agent_yaml(self, text: str | None) -> str | None:
         """None when agent.yaml keeps the protected keys; else one sentence saying what changed."""
         if text is None:
+            if not self.has_agent_file:
+                return None  # another backend's harness: nothing here to protect
             return f"{AGENT_FILE} was deleted; it is the harness's registry and may not be removed"
         try:
             data = yaml.safe_load(text)
@@ -140,6 +161,14 @@ class BaseSnapshot:
             return self.check_agent_yaml(text)
         if rel == self.system_prompt:
             return self.check_prompt(text)
+        if rel == HARNESS_FILE:
+            if self.backend is None and text is None:
+                return None
+            if (_backend(text) if text is not None else None) != self.backend:
+                now = _backend(text) if text is not None else None
+                return (f"{HARNESS_FILE} changes the agent backend from {self.backend or 'ahe'!r} to {now or 'ahe'!r}; "
+                        "the backend is fixed for a run (start a new run for another agent)")
+            return None
         if rel == ".gitignore":
             if text != self.gitignore:
                 return ".gitignore is protected (it decides what a commit records); leave it as it was"
@@ -161,7 +190,7 @@ class BaseSnapshot:
             return _safe_text(p, root)
 
         errors += config_path_problems(root)
-        targets = {AGENT_FILE, self.system_prompt, ".gitignore"}
+        targets = {AGENT_FILE, self.system_prompt, ".gitignore", HARNESS_FILE}
         for rel in sorted(targets):
             problem = self.check_file(rel, read(rel))
             if problem:

@@ -99,3 +99,69 @@ def test_trial_kinds_send_ci_tasks_to_the_ci_loop(tmp_path: Path) -> None:
     broken.mkdir()
     (broken / "task.toml").write_text("[ci]\nrounds = 'many'\n")
     assert kind_for(spec(broken)).name == "ci-loop"  # a broken [ci] table is the CI kind's to report
+
+
+def _echo_repo(tmp_path: Path):
+    import sys
+
+    from ahe.harness.repo import HarnessRepo
+
+    sys.path.insert(0, str(PLUGINS))
+    import echo_agent  # noqa: F401 - registers the `echo` backend in this process
+
+    seed = _echo_harness(tmp_path)
+    return HarnessRepo.create(tmp_path / "ws", seed)
+
+
+def _change(repo, cid: str, files: list[str]):
+    from ahe.harness.manifest import ChangeEntry
+
+    commit = repo.commit_paths(files, cid)
+    return ChangeEntry(id=cid, component="system_prompt", files=files, summary="a change for the test",
+                       root_cause="a cause", targeted_fix="a fix", commit=commit)
+
+
+@pytest.mark.bwrap
+async def test_the_gate_checks_another_backends_harness_with_that_backend(tmp_path: Path) -> None:
+    from ahe.harness.manifest import Manifest
+    from evolve_agent import run_gate
+    from evolve_agent.components import component_map_lines
+
+    repo = _echo_repo(tmp_path)
+    base = repo.head()
+    assert component_map_lines(repo.path)[1:] == ["- /workspace/prompt.md: system_prompt",
+                                                   component_map_lines(repo.path)[-1]]
+    assert "replayable: false" in component_map_lines(repo.path)[-1]
+    (repo.path / "prompt.md").write_text("You are terse and careful.\n")
+    good = _change(repo, "chg-1", ["prompt.md"])
+    (repo.path / "prompt.md").unlink()
+    broken = _change(repo, "chg-2", ["prompt.md"])
+    manifest = Manifest(iteration=1, base_commit=base, changes=[good, broken])
+    await run_gate(repo, manifest, trace_dir=tmp_path / "gate")
+    assert [c.status for c in manifest.changes] == ["accepted", "rejected"], [c.gate_errors for c in manifest.changes]
+    assert any("prompt.md: missing — an echo harness is one prompt.md" in e for e in manifest.changes[1].gate_errors)
+    # the smoke session ran through the backend, behind a gateway that recorded its one request
+    assert (tmp_path / "gate" / "chg-1" / "conversation.jsonl").is_file()
+    assert (repo.path / "prompt.md").read_text() == "You are terse and careful.\n"
+
+
+@pytest.mark.bwrap
+async def test_the_gate_refuses_a_change_of_backend(tmp_path: Path) -> None:
+    from ahe.harness.manifest import Manifest
+    from evolve_agent import run_gate
+
+    repo = _echo_repo(tmp_path)
+    base = repo.head()
+    (repo.path / "harness.yaml").write_text("backend: ahe\n")
+    manifest = Manifest(iteration=1, base_commit=base, changes=[_change(repo, "chg-1", ["harness.yaml"])])
+    await run_gate(repo, manifest, trace_dir=tmp_path / "gate")
+    assert manifest.changes[0].status == "rejected"
+    assert any("changes the agent backend from 'echo' to 'ahe'" in e for e in manifest.changes[0].gate_errors)
+
+
+def test_replay_foresight_says_a_non_replayable_backend_is_not_replayed(tmp_path: Path) -> None:
+    from evolve_agent.foresight import _backend_not_replayable
+
+    repo = _echo_repo(tmp_path)
+    assert "echo backend's recorded steps cannot be re-run" in _backend_not_replayable(repo.path)
+    assert _backend_not_replayable(ROOT / "harness_workspace") is None

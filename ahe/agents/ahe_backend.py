@@ -30,6 +30,10 @@ class AheBackend(BackendBase):
             self._pool = WorkerPool()
         return self._pool
 
+    def smoke_policy(self, harness: Path) -> dict[str, Any]:
+        # never used: the gate plans a call to every tool, skill and sub-agent itself (evolve_agent/smoke.py)
+        return {"name": "ahe smoke (MOCK)", "rules": [], "default": {"reply": "MOCK smoke session: done"}}
+
     def components(self, harness: Path) -> list[Component]:
         return ahe_components(Path(harness))
 
@@ -75,8 +79,8 @@ def ahe_components(harness: Path) -> list[Component]:
     """The component map of an agent.yaml harness, read as data (its code is never imported here)."""
     from ahe.runtime.config import load_agent_config
 
-    out = [Component(path="agent.yaml", component="middleware", note="the agent's wiring: tools, middleware, "
-                     "skills, sub-agents, limits (its llm block is protected)")]
+    out = [Component(path="agent.yaml", component="middleware", note="the agent's wiring (tools, middleware, "
+                     "skills, sub-agents, limits; its llm block is protected): name the class of what an edit wires in")]
     try:
         cfg = load_agent_config(harness / "agent.yaml")
     except Exception:  # a broken agent.yaml is the load check's to report

@@ -86,6 +86,11 @@ class AgentBackend(Protocol):
         """Run one session; never raises for the agent's own failures (they are a stop reason)."""
         ...
 
+    def smoke_policy(self, harness: Path) -> dict[str, Any]:
+        """A scripted MOCK policy (ahe.testing) that drives one short session of this harness to
+        its end: the gate's smoke check runs it (`ahe`'s own gate plans every tool call instead)."""
+        ...
+
     async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
         """Start what can start before the trial's sandbox is up (a jail and its imports); the
         result comes back as `request.warm`, or to `discard` when the trial fails before `run`."""
@@ -115,6 +120,9 @@ class BackendBase:
     name = "?"
     summary = ""
     replayable = False
+
+    def smoke_policy(self, harness: Path) -> dict[str, Any]:
+        return {"name": f"{self.name} smoke (MOCK)", "rules": [], "default": {"reply": "MOCK smoke session: done"}}
 
     async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
         return None

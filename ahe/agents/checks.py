@@ -16,7 +16,8 @@ async def load_problem(harness: Path, isolation: str = "auto", override: str | N
     """None when the harness at `harness` loads under its backend; else one sentence."""
     root = Path(harness)
     if not root.is_dir():
-        return f"{root}: not a folder — give the harness folder (with agent.yaml, or a harness.yaml naming its backend)"
+        what = "not a folder" if root.exists() else "not found"
+        return f"{root}: {what} — is it a harness folder (with agent.yaml, or a harness.yaml naming its backend)?"
     backend = make_agent_backend(backend_name(root, override))
     try:
         return await backend.load_problem(root, isolation)  # type: ignore[arg-type]

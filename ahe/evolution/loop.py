@@ -81,10 +81,14 @@ class EvolutionLoop:
             raise AheError(f"{root}: already exists; use `ahe evolve --resume {root}` to continue it, or choose a new folder")
         root.mkdir(parents=True, exist_ok=True)
         seed = self.cfg.seed_workspace or SEED_DEFAULT
+        from ahe.agents import HARNESS_FILE, backend_name
         from ahe.agents.checks import check_harness_loads
 
-        check_harness_loads(seed, self.cfg.isolation)  # a broken seed fails before anything is written
-        repo = HarnessRepo.create(self.run.workspace, seed)
+        backend = backend_name(seed, self.cfg.agent_backend)  # unknown, or not the seed's harness.yaml: one sentence
+        check_harness_loads(seed, self.cfg.isolation, backend)  # a broken seed fails before anything is written
+        # the backend is part of the harness's history: a config's choice is written into the seed commit
+        extra = {HARNESS_FILE: f"backend: {backend}\n"} if backend != "ahe" and not (seed / HARNESS_FILE).exists() else None
+        repo = HarnessRepo.create(self.run.workspace, seed, extra_files=extra)
         atomic_write_text(self.run.experiment_yaml, dump_experiment_config(self.cfg))
         self.run.save_state(LoopState())
         self.run.history(f"- {time.strftime('%Y-%m-%d %H:%M')} started `{self.cfg.name}`: seed {repo.head()[:10]} (tag iter-000), "

@@ -93,7 +93,7 @@ async def _one(ctx: "PhaseContext", it: int, n: int, base: str, prior: tuple[Cha
         tasks = known_tasks(ctx.run.root, it, ctx.tasks_dir)
         note = (f"\n\nYou are variant {n} of {ctx.cfg.variants}: other evolve agents work on the same evidence in "
                 "parallel, and the best harness by evaluation is kept. Pursue your own best reading of the evidence.")
-        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, base, tasks, limits) + note, prior_changes=prior)
+        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, base, tasks, limits, vrepo.path) + note, prior_changes=prior)
         manifest = await run_evolve_phase(repo=vrepo, experiment_dir=ctx.run.root, iteration=it, out_dir=out,
                                           role=ctx.roles["evolve"], tasks_dir=ctx.tasks_dir, limits=limits, agent=spec)
         vrepo.discard_uncommitted()

@@ -34,12 +34,16 @@ class HarnessRepo:
         self._identity()
 
     @classmethod
-    def create(cls, path: Path, seed: Path, *, tag: str = "iter-000") -> "HarnessRepo":
-        """Copy the seed workspace to `path`, commit it and tag it."""
+    def create(cls, path: Path, seed: Path, *, tag: str = "iter-000",
+               extra_files: dict[str, str] | None = None) -> "HarnessRepo":
+        """Copy the seed workspace to `path` (plus `extra_files`, e.g. a harness.yaml naming the
+        backend the config chose), commit it and tag it."""
         path = Path(path)
         if path.exists() and any(path.iterdir()):
             raise AheError(f"{path}: already exists and is not empty; choose a new folder or --resume")
         shutil.copytree(seed, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc"))
+        for rel, text in (extra_files or {}).items():
+            (path / rel).write_text(text, encoding="utf-8")
         repo = git.Repo.init(path, initial_branch="main")
         (path / ".gitignore").write_text("__pycache__/\n*.pyc\n")
         inst = cls(path)
