@@ -196,3 +196,17 @@ def test_eval_runs_mini_in_the_docker_sandbox(tmp_path: Path, docker_engine, bas
     assert json.loads(p.stdout)["pass_at_1"] == 1.0
     result = json.loads((tmp_path / "out" / "rollouts" / "write-ok" / "trial-1" / "result.json").read_text())
     assert (result["stop_reason"], result["turns"]) == ("stop_tool", 2)
+
+
+@needs_mini
+@pytest.mark.parametrize("source", ["mini.yaml", "mini_textbased.yaml"])
+def test_the_gates_smoke_session_runs_a_mini_harness_to_its_end(tmp_path: Path, source: str) -> None:
+    from evolve_agent.backend_smoke import backend_smoke_check
+
+    edit = {"model": {"model_class": "litellm_textbased"}} if "text" in source else {}
+    harness = mini_harness(tmp_path / "h", source=source, edit=edit)
+    backend = harness_backend(harness)
+    report = asyncio.run(backend_smoke_check(backend, harness, trace_dir=tmp_path / "smoke"))
+    assert report.errors == [] and report.stop_reason == "stop_tool", report
+    traj = json.loads((tmp_path / "smoke" / "trajectory.json").read_text())
+    assert "AHE smoke check" in traj["steps"][2]["observation"]["results"][0]["content"]

@@ -21,6 +21,7 @@ from ahe.errors import ConfigError
 from ahe.runtime import SessionResult
 
 RUNNER = "ahe.agents.mini_session:run"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"  # mini's own end of a session
 MISSING = "mini-swe-agent is not installed; install AHE's `mini` extra: pip install 'ahe[mini]'"
 
 
@@ -35,6 +36,11 @@ class MiniBackend(BackendBase):
 
     def components(self, harness: Path) -> list[Component]:
         return mini_components(Path(harness))
+
+    def smoke_policy(self, harness: Path) -> dict[str, Any]:
+        """One command, then mini's submit command: as a bash tool call for tool-call configs, and as
+        a reply that both of mini's text formats parse (backtick block and XML tag) for text-based ones."""
+        return mini_policy("mini-swe-agent smoke (MOCK)", [["echo AHE smoke check"], [SUBMIT]])
 
     async def load_problem(self, harness: Path, isolation: ConfineMode = "auto") -> str | None:
         if not mini_installed():
@@ -86,3 +92,22 @@ def mini_budget(harness: Path) -> GatewayBudget:
         return GatewayBudget()
     steps = agent.get("step_limit")
     return GatewayBudget(max_requests=steps if isinstance(steps, int) and steps > 0 else None)
+
+
+def text_action(command: str) -> str:
+    """A reply mini's text-based parsing accepts with its default regex and with its XML one
+    (each finds exactly one action in it)."""
+    return (f"Running the next command.\n\n```mswea_bash_command\n{command}\n```\n\n"
+            f"<mswea_bash_command>{command}</mswea_bash_command>\n")
+
+
+def mini_policy(name: str, turns: list[list[str]], match: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A scripted MOCK policy in mini's formats: turn i runs `turns[i-1]` (one command per turn for
+    text-based configs, each as a bash tool call for tool-call ones); `match` narrows every rule."""
+    rules = []
+    for i, commands in enumerate(turns, 1):
+        m = {"turn": i, **(match or {})}
+        rules.append({"match": {**m, "tools_include": "bash"},
+                      "tool_calls": [{"name": "bash", "arguments": {"command": c}} for c in commands]})
+        rules.append({"match": m, "reply": text_action(" && ".join(commands))})
+    return {"name": name, "rules": rules, "default": {"reply": "MOCK: nothing more to do"}}
