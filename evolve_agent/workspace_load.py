@@ -18,9 +18,18 @@ def purge_pycache(root: Path) -> None:
 
 
 def load_problem(root: Path) -> str | None:
-    """None when the workspace loads in the runtime; else the loader's one-line error."""
-    from ahe.errors import ConfigError
+    """None when the workspace loads in the runtime; else the loader's one-line error. A harness
+    another agent backend runs (harness.yaml) is loaded as that backend loads it (confined)."""
+    from ahe.errors import AheError, ConfigError
     from ahe.runtime import load_agent
+
+    try:
+        from ahe.agents import backend_name
+
+        if backend_name(root) != "ahe":
+            return _backend_problem(root)
+    except AheError as exc:
+        return str(exc)
 
     purge_pycache(root)  # a stale .pyc of a same-size edit in the same second must not be used
     from evolve_agent.import_probe import import_side_effects
@@ -36,3 +45,13 @@ def load_problem(root: Path) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
+
+
+def _backend_problem(root: Path) -> str | None:
+    import asyncio
+    import concurrent.futures
+
+    from ahe.agents.checks import load_problem as backend_load_problem
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # works inside and outside an event loop
+        return pool.submit(asyncio.run, backend_load_problem(root)).result()

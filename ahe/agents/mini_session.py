@@ -30,7 +30,7 @@ from jinja2 import Environment as JinjaEnvironment, TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ahe.agents import mini_config as mc
-from ahe.agents.mini_trajectory import counts, mini_to_atif, stop_of
+from ahe.agents.mini_trajectory import counts, mini_events, mini_to_atif, stop_of
 from ahe.errors import ConfigError
 from ahe.llm.types import LLMSettings
 from ahe.runtime.results import SessionResult
@@ -273,13 +273,18 @@ async def _run_agent(agent: Any, job: dict[str, Any], trace_dir: Path) -> dict[s
     session_id = job.get("session_id") or "mini"
     meta = {"name": "mini-swe-agent", "version": minisweagent.__version__,
             "agent_class": f"{type(agent).__module__}.{type(agent).__name__}"}
-    traj = trace_dir / "trajectory.json"
+    traj, events, started = trace_dir / "trajectory.json", trace_dir / "events.jsonl", time.time()
 
     def write(complete: bool, extra: dict | None = None) -> None:
-        data = mini_to_atif(list(agent.messages), session_id=session_id, agent=meta, extra=extra, complete=complete)
-        tmp = traj.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False))
-        os.replace(tmp, traj)
+        messages = list(agent.messages)
+        data = mini_to_atif(messages, session_id=session_id, agent=meta, extra=extra, complete=complete)
+        end = None if extra is None else {"ts": time.time(), **{k: extra[k] for k in ("stop_reason", "detail", "turns",
+                                                                                      "duration_sec")}}
+        rows = mini_events(messages, session_id=session_id, started=started, end=end)
+        # written in place: a temporary file beside them would be synced to the host, which
+        # refuses any name a session does not write; the final copy is taken after the last write
+        traj.write_text(json.dumps(data, ensure_ascii=False))
+        events.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
     t0 = time.monotonic()
     task = asyncio.ensure_future(asyncio.to_thread(agent.run, job["instruction"]))

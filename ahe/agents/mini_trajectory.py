@@ -157,3 +157,32 @@ def stop_of(exit_status: str, exc: BaseException | None) -> tuple[StopReason, st
               "TimeExceeded": "mini-swe-agent's wall_time_limit_seconds was reached",
               "RepeatedFormatError": "mini-swe-agent's max_consecutive_format_errors was reached"}.get(exit_status)
     return stop, detail, None
+
+
+def mini_events(messages: list[dict[str, Any]], *, session_id: str, started: float,
+                end: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """events.jsonl rows in AHE's vocabulary (session_start, model_call, tool_call, session_end),
+    so a mini trial folder holds the same files as any other trial's."""
+    rows: list[dict[str, Any]] = [{"ts": started, "type": "session_start", "session_id": session_id,
+                                   "agent": "mini-swe-agent", "depth": 0}]
+    turn, calls = 0, {}
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        extra, role = _extra(m), m.get("role")
+        if role == "assistant" or extra.get("interrupt_type") == "FormatError":
+            turn += 1
+            actions = [a for a in extra.get("actions") or () if isinstance(a, dict)]
+            usage = extra.get("usage") if isinstance(extra.get("usage"), dict) else {}
+            rows.append({"ts": extra.get("timestamp", started), "type": "model_call", "turn": turn, "usage": usage,
+                         "tool_calls": [TOOL] * len(actions)})
+            if role != "assistant":
+                rows.append({"ts": extra.get("timestamp", started), "type": "format_error", "turn": turn})
+            for i, a in enumerate(actions):
+                calls[str(a.get("tool_call_id") or f"{turn}-{i}")] = turn
+        elif role == "tool" or (role == "user" and "returncode" in extra):
+            rows.append({"ts": extra.get("timestamp", started), "type": "tool_call", "turn": turn,
+                         "id": m.get("tool_call_id"), "tool": TOOL, "is_error": extra.get("returncode") not in (0, None)})
+    if end is not None:
+        rows.append({"type": "session_end", **end})
+    return rows
