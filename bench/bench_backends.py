@@ -87,24 +87,32 @@ def backend_worker(url: str, shell: str, calls: int) -> dict[str, Any]:
         await sandbox.start()
         try:
             warm = await backend.warm(harness, "bwrap")
-            t0 = time.monotonic()
+            c0, t0 = _rusage_cpu(), time.monotonic()
             res = await backend.run(AgentRequest(harness=harness, instruction=instruction, trace_dir=tmp / name / "trial",
                                                  client=client, sandbox=sandbox, isolation="bwrap", warm=warm))
-            return res, t0, time.monotonic()
+            return res, t0, time.monotonic(), _rusage_cpu() - c0  # children: the jail (waited at close), commands
         finally:
             await sandbox.stop()
             await backend.aclose()
 
     async def main() -> dict[str, Any]:
         await session("warmup", WARMUP_INSTRUCTION)
-        res, t0, t1 = await session("run", INSTRUCTION)
-        return {"ok": res.stop_reason.value == "stop_tool" and res.turns == calls, "t0": t0, "t1": t1,
+        res, t0, t1, cpu = await session("run", INSTRUCTION)
+        return {"ok": res.stop_reason.value == "stop_tool" and res.turns == calls, "t0": t0, "t1": t1, "cpu_sec": cpu,
                 "info": f"{res.stop_reason.value} {res.detail or ''} turns={res.turns}"}
 
     try:
         return asyncio.run(main())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _rusage_cpu() -> float:
+    """User+system CPU of this process and its waited-for children."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _run(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -116,7 +124,7 @@ def _run(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def run(calls: int, repeat: int, shells: list[str], py: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {f"{side}|{shell}": {"overhead": [], "step": [], "load": []}
+    out: dict[str, Any] = {f"{side}|{shell}": {"overhead": [], "step": [], "cpu": [], "load": []}
                            for shell in shells for side in ("direct", "backend")}
     with MockProcess(step_policy(calls)) as mock:
         for r in range(repeat):
@@ -140,9 +148,11 @@ def run(calls: int, repeat: int, shells: list[str], py: Path) -> dict[str, Any]:
                     row = out[f"{side}|{shell}"]
                     row["overhead"].append(median(an["overhead"]))
                     row["step"].append(median(an["step"]))
+                    row["cpu"].append(res["cpu_sec"] / calls)
                     row["load"].append(load)
                     print(f"  run {r + 1}/{repeat} {side:<7} {shell:<5} step {ms(median(an['step']))} "
-                          f"overhead/step {ms(median(an['overhead']))} (load {load:.1f})", flush=True)
+                          f"overhead/step {ms(median(an['overhead']))} CPU/step {ms(res['cpu_sec'] / calls)} "
+                          f"(load {load:.1f})", flush=True)
     return out
 
 
@@ -174,9 +184,10 @@ def main() -> None:
         rows.append([shell, ms(median(d["step"])), ms(median(b["step"])), f"{median(b['step']) / median(d['step']):.2f}x",
                      ms(median(d["overhead"])), ms(median(b["overhead"])),
                      f"{median(b['overhead']) / max(median(d['overhead']), 1e-9):.2f}x",
+                     ms(median(d["cpu"])), ms(median(b["cpu"])), f"{median(b['cpu']) / max(median(d['cpu']), 1e-9):.2f}x",
                      f"{median(d['load'] + b['load']):.1f}"])
     print(table(["shell", "direct step", "backend step", "ratio", "direct overhead", "backend overhead", "ratio",
-                 "load"], rows, title=f"mini-swe-agent per step, {args.calls} calls, median of {args.repeat}"))
+                 "direct CPU/step", "backend CPU/step", "ratio", "load"], rows, title=f"mini-swe-agent per step, {args.calls} calls, median of {args.repeat}"))
     path = write_result("backends", {"calls": args.calls, "repeat": args.repeat, "runs": data})
     print(f"wrote {path}")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ahe.agents.base import AgentRequest, BackendBase, Component
-from ahe.agents.mini_config import config_name, mini_components, read_config, section
+from ahe.agents.mini_config import mini_components, read_config, section
 from ahe.confine.gateway import GatewayBudget
 from ahe.confine.host import ConfineMode, ConfinedSessionSpec, ConfinedWorker, load_problem_confined
 from ahe.errors import ConfigError
@@ -70,17 +70,9 @@ class MiniBackend(BackendBase):
                 working_directory=request.working_directory or "/app", prompt_variables=request.prompt_variables,
                 session_id=request.session_id, state=request.state, min_turns=request.min_turns,
                 budget=request.budget or mini_budget(request.harness), runner=RUNNER,
-                settings={"config": _config_or_default(request.harness)},
             ), request.client, request.sandbox)
         finally:
             await worker.close()
-
-
-def _config_or_default(harness: Path) -> str:
-    try:
-        return config_name(Path(harness))
-    except ConfigError:
-        return ""
 
 
 def mini_budget(harness: Path) -> GatewayBudget:

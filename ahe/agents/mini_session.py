@@ -92,11 +92,9 @@ class GatewayModel:
         except FormatError as e:
             e.messages[0]["extra"].update(cost, usage=usage, model_response=resp.content or "")
             raise
-        message = resp.assistant_message()
-        if resp.reasoning_content:
-            message["reasoning_content"] = resp.reasoning_content
+        message = resp.assistant_message()  # sent back as it is: the model's own reply
         message["extra"] = {"actions": actions, "usage": usage, "model_name": resp.model, **cost,
-                            "timestamp": time.time()}
+                            "timestamp": time.time(), "reasoning_content": resp.reasoning_content}
         return message
 
     def _actions(self, resp: Any, finish: dict) -> list[dict]:

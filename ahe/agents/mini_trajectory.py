@@ -46,8 +46,9 @@ def _agent_step(m: dict[str, Any], n: int) -> dict[str, Any]:
     step: dict[str, Any] = {"step_id": n, "source": "agent", "message": text_of(m.get("content"))}
     if extra.get("model_name"):
         step["model_name"] = extra["model_name"]
-    if isinstance(m.get("reasoning_content"), str) and m["reasoning_content"]:
-        step["reasoning_content"] = m["reasoning_content"]
+    reasoning = extra.get("reasoning_content") or m.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning:
+        step["reasoning_content"] = reasoning
     calls = []
     for i, action in enumerate(extra.get("actions") or ()):
         if isinstance(action, dict):
@@ -165,7 +166,7 @@ def mini_events(messages: list[dict[str, Any]], *, session_id: str, started: flo
     so a mini trial folder holds the same files as any other trial's."""
     rows: list[dict[str, Any]] = [{"ts": started, "type": "session_start", "session_id": session_id,
                                    "agent": "mini-swe-agent", "depth": 0}]
-    turn, calls = 0, {}
+    turn = 0
     for m in messages:
         if not isinstance(m, dict):
             continue
@@ -178,8 +179,6 @@ def mini_events(messages: list[dict[str, Any]], *, session_id: str, started: flo
                          "tool_calls": [TOOL] * len(actions)})
             if role != "assistant":
                 rows.append({"ts": extra.get("timestamp", started), "type": "format_error", "turn": turn})
-            for i, a in enumerate(actions):
-                calls[str(a.get("tool_call_id") or f"{turn}-{i}")] = turn
         elif role == "tool" or (role == "user" and "returncode" in extra):
             rows.append({"ts": extra.get("timestamp", started), "type": "tool_call", "turn": turn,
                          "id": m.get("tool_call_id"), "tool": TOOL, "is_error": extra.get("returncode") not in (0, None)})
