@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--shells", default=",".join(SHELLS))
+    ap.add_argument("--out", type=Path, help="JSON result file (default bench/results/backends.json)")
     ap.add_argument("--worker", choices=SHELLS, help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -188,7 +189,7 @@ def main() -> None:
                      f"{median(d['load'] + b['load']):.1f}"])
     print(table(["shell", "direct step", "backend step", "ratio", "direct overhead", "backend overhead", "ratio",
                  "direct CPU/step", "backend CPU/step", "ratio", "load"], rows, title=f"mini-swe-agent per step, {args.calls} calls, median of {args.repeat}"))
-    path = write_result("backends", {"calls": args.calls, "repeat": args.repeat, "runs": data})
+    path = write_result("backends", {"calls": args.calls, "repeat": args.repeat, "runs": data}, args.out)
     print(f"wrote {path}")
 
 
