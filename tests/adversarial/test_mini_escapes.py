@@ -1,4 +1,5 @@
-"""A mini-swe-agent harness attacks AHE under `ahe eval`: its own environment class
+"""A mini-swe-agent harness attacks AHE under `ahe eval`: its own agent class asks the gateway for
+the key and opens a second connection to it; its own environment class
 (tests/fixtures/mini_attack/attack_env.py, a LocalEnvironment subclass) tries to read the key,
 read the tasks' hidden tests, write into the run folder and the harness folder and reach the
 network, from the confined worker; its commands then look for /tests in the trial's sandbox.
@@ -47,8 +48,10 @@ def test_mini_environment_class_attacks_are_refused(tmp_path: Path) -> None:
     out.mkdir()
     params = {"tasks_dir": str(tasks), "run_dir": str(out), "ahe_pid": os.getpid(), "secret": secret,
               "port": listener.getsockname()[1]}
-    harness = mini_harness(tmp_path / "harness", edit={"environment": {"environment_class": "attack_env.AttackEnv",
-                                                                        "attack": params}})
+    harness = mini_harness(tmp_path / "harness", edit={
+        "environment": {"environment_class": "attack_env.AttackEnv", "attack": params},
+        "agent": {"agent_class": "attack_env.AttackAgent",  # its report goes into the instance message
+                  "instance_template": "Please solve this issue: {{task}}\nAGENT_ATTACKS:{{agent_attacks | default('{}')}}"}})
     shutil.copy(ATTACK, harness / "attack_env.py")
     look = "ls -la /tests 2>&1; cat /tests/test_outputs.py 2>&1; echo probe-done"
     policy = tmp_path / "policy.yaml"
@@ -72,8 +75,18 @@ def test_mini_environment_class_attacks_are_refused(tmp_path: Path) -> None:
     first = traj["steps"][2]["observation"]["results"][0]["content"]
     report = json.loads(json.loads(first)["output"].split("\n", 1)[0].removeprefix("ATTACKS:"))
 
+    agent_report = json.loads(traj["steps"][1]["message"].split("AGENT_ATTACKS:", 1)[1])
+    refused = [json.loads(line)["refused"] for line in
+               (out / "rollouts" / "unsolved" / "trial-1" / "conversation.jsonl").read_text().splitlines()
+               if "refused" in json.loads(line)]
+
     tally = Tally("mini-swe-agent harness code")
-    assert len(report) == 5, report
+    assert len(report) == 5 and len(agent_report) == 2, (report, agent_report)
+    for name, r in agent_report.items():
+        tally(f"agent class: {name}", not r["got_through"], LAYER, note=r["detail"][:80])
+    tally("each request to the gateway outside its protocol is recorded as refused",
+          len(refused) == 3 and all("unknown operation" in r for r in refused), "model gateway: conversation.jsonl",
+          attempts=3, note=refused[0] if refused else "")
     for name, r in report.items():
         if name != "open a network connection":
             tally(name, not r["got_through"], LAYER, note=r["detail"][:80])
