@@ -210,3 +210,20 @@ def test_the_gates_smoke_session_runs_a_mini_harness_to_its_end(tmp_path: Path, 
     assert report.errors == [] and report.stop_reason == "stop_tool", report
     traj = json.loads((tmp_path / "smoke" / "trajectory.json").read_text())
     assert "AHE smoke check" in traj["steps"][2]["observation"]["results"][0]["content"]
+
+
+@needs_mini
+def test_a_harness_class_that_fails_mid_session_is_that_trials_failure(tmp_path: Path) -> None:
+    """A custom agent class that loads but raises in its first step: the trial ends (stop_reason
+    middleware_stop, the exception named in the trajectory), scored, counted; the eval goes on."""
+    boom = ("from minisweagent.agents.default import DefaultAgent\n\n\nclass Boom(DefaultAgent):\n"
+            "    def step(self):\n        raise RuntimeError('boom in step')\n")
+    harness = mini_harness(tmp_path / "h", edit={"agent": {"agent_class": "loops.boom.Boom"}},
+                           files={"loops/__init__.py": "", "loops/boom.py": boom})
+    p = _eval(tmp_path, harness, _policy(tmp_path, [_bash(1, SOLVE)]))
+    assert p.returncode == 0, p.stderr
+    result = json.loads((_trial(tmp_path) / "result.json").read_text())
+    assert (result["stop_reason"], result["error_class"], result["passed"]) == ("middleware_stop", None, False)
+    traj = json.loads((_trial(tmp_path) / "trajectory.json").read_text())
+    assert traj["extra"]["detail"] == "mini-swe-agent raised RuntimeError: boom in step"
+    assert traj["agent"]["agent_class"] == "loops.boom.Boom"

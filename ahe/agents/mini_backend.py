@@ -13,10 +13,11 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from ahe.agents.base import AgentRequest, BackendBase, Component
+from ahe.agents.ahe_backend import AheBackend
+from ahe.agents.base import AgentRequest, Component
 from ahe.agents.mini_config import mini_components, read_config, section
 from ahe.confine.gateway import GatewayBudget
-from ahe.confine.host import ConfineMode, ConfinedSessionSpec, ConfinedWorker, load_problem_confined
+from ahe.confine.host import ConfineMode, ConfinedSessionSpec, load_problem_confined
 from ahe.errors import ConfigError
 from ahe.runtime import SessionResult
 
@@ -29,7 +30,10 @@ def mini_installed() -> bool:
     return importlib.util.find_spec("minisweagent") is not None
 
 
-class MiniBackend(BackendBase):
+class MiniBackend(AheBackend):
+    """AHE's worker pool and warm-up as they are (`AheBackend`: a jail holds nothing specific to
+    its runner until it gets its job); components, load check, smoke policy and run are mini's."""
+
     name = "mini-swe-agent"
     summary = "mini-swe-agent's agent loop on its own config YAML (templates, limits, environment settings)"
     replayable = False  # replay foresight re-runs AHE middleware over recorded calls; mini has none
@@ -52,18 +56,12 @@ class MiniBackend(BackendBase):
         return await load_problem_confined(Path(harness), isolation, runner=RUNNER)
 
     async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
-        if not mini_installed():
-            return None
-        return await ConfinedWorker.launch(Path(harness), isolation)
-
-    async def discard(self, warmed: Any) -> None:
-        if warmed is not None:
-            await warmed.close()
+        return await super().warm(harness, isolation) if mini_installed() else None
 
     async def run(self, request: AgentRequest) -> SessionResult:
         if not mini_installed():
             raise ConfigError(MISSING)
-        worker = request.warm or await ConfinedWorker.launch(request.harness, request.isolation)
+        worker = request.warm or await self.pool().acquire(request.harness, request.isolation)
         try:
             return await worker.run(ConfinedSessionSpec(
                 instruction=request.instruction, trace_dir=request.trace_dir, wall_clock_sec=request.wall_clock_sec,
@@ -72,7 +70,7 @@ class MiniBackend(BackendBase):
                 budget=request.budget or mini_budget(request.harness), runner=RUNNER,
             ), request.client, request.sandbox)
         finally:
-            await worker.close()
+            await worker.close()  # nothing the harness started outlives its session
 
 
 def mini_budget(harness: Path) -> GatewayBudget:
