@@ -190,6 +190,7 @@ def build(workspace: Path, working_directory: str, client: Any = None, loop: Any
     if env_class in mc.BUILTIN_ENVIRONMENTS:  # the trial's sandbox is the environment
         env_class, env_cfg = "local", {k: env_cfg[k] for k in mc.SANDBOX_ENV_KEYS if k in env_cfg}
     env_cfg.setdefault("cwd", working_directory)
+    agent_cfg.pop("output_path", None)  # the trajectory is AHE's (trajectory.json), not a file of the jail's
     agent_class = str(agent_cfg.pop("agent_class", "") or "default")
     if agent_class == "interactive":  # no one to confirm: the default loop
         agent_class = "default"
