@@ -49,8 +49,8 @@ def read_config(harness: Path, name: str | None = None) -> dict[str, Any]:
     name = name or config_name(harness)
     path = Path(harness) / name
     if not path.is_file():
-        raise ConfigError(f"{path}: not found — harness.yaml names it as mini-swe-agent's config "
-                          f"(copy one from mini's package, e.g. minisweagent/config/mini.yaml)")
+        raise ConfigError(f"{path}: not found — the mini-swe-agent config (harness.yaml's `config:`, default "
+                          f"mini.yaml); copy one from mini's package, e.g. minisweagent/config/mini.yaml")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
