@@ -49,7 +49,7 @@ def read_config(harness: Path, name: str | None = None) -> dict[str, Any]:
     name = name or config_name(harness)
     path = Path(harness) / name
     if not path.is_file():
-        raise ConfigError(f"{path}: not found — the mini-swe-agent config (harness.yaml's `config:`, default "
+        raise ConfigError(f"{path}: not found — the mini-swe-agent config (harness.yaml's config key, default "
                           f"mini.yaml); copy one from mini's package, e.g. minisweagent/config/mini.yaml")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
