@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from ahe.tempdirs import make_temp_dir
-from evolve_agent.smoke import SmokeReport
+from evolve_agent.smoke import SmokeReport, close_smoke_parts
 
 
 async def backend_smoke_check(backend, root: Path, *, timeout_sec: float = 60,
@@ -52,17 +52,7 @@ async def backend_smoke_check(backend, root: Path, *, timeout_sec: float = 60,
     except Exception as exc:
         report.errors.append(f"the smoke session could not run ({type(exc).__name__}: {exc})")
     finally:
-        if sandbox is not None:
-            try:
-                await sandbox.stop()
-            except Exception:
-                pass
-        if client is not None:
-            try:
-                await client.aclose()
-            except Exception:  # closing a pool must never fail the smoke check
-                pass
-        server.stop()
+        await close_smoke_parts(sandbox, client, server)
         await backend.aclose()
         shutil.rmtree(app, ignore_errors=True)
         if own_trace:

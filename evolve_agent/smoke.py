@@ -17,19 +17,18 @@ hooks, a component the session never reached, an empty skill.
 
 from __future__ import annotations
 
-import inspect
 import json
 import shutil
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from ahe.runtime.middleware import HOOKS, overrides
-from ahe.runtime.tools import INJECTABLE, Tool
+from ahe.runtime.describe import signature_problems  # noqa: F401 - part of this module's API
 from ahe.tempdirs import make_temp_dir
 
 MAX_DEPTH = 3
@@ -120,29 +119,38 @@ def minimal_arguments(schema: dict[str, Any]) -> dict[str, Any] | None:
     return value
 
 
-def signature_problems(tool: Tool) -> list[str]:
-    """A tool whose function cannot take what its schema allows (checked without calling it)."""
-    if tool.source.startswith("builtin:"):
-        return []
-    try:
-        params = inspect.signature(tool.function).parameters
-    except (TypeError, ValueError):
-        return []
-    schema = tool.description.input_schema
-    props = schema.get("properties") or {}
-    required = set(schema.get("required") or [])
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    problems = []
-    for name in props:
-        p = params.get(name)
-        if (p is None and not takes_any) or (p is not None and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)):
-            problems.append(f"tool {tool.name} ({tool.source}): its schema offers argument {name!r} but the function does not accept it")
-    for name, p in params.items():
-        if name in INJECTABLE or p.kind in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL):
-            continue
-        if p.default is inspect.Parameter.empty and name not in required:
-            problems.append(f"tool {tool.name} ({tool.source}): parameter {name!r} has no default but the schema does not require it")
-    return problems
+# ---------------------------------------------------------------------- the harness, as data
+@dataclass
+class _ToolView:
+    name: str
+    source: str
+    description: Any  # .input_schema, as on a loaded Tool
+
+
+@dataclass
+class _ConfigView:
+    stop_tools: list[str]
+    max_turns: int
+
+
+class AgentView:
+    """What the plan and the analysis read of a harness, from the description its confined worker
+    gave (ahe.runtime.describe): the harness's code is never imported in AHE's process."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.tools = {t["name"]: _ToolView(t["name"], t["source"], SimpleNamespace(input_schema=t.get("schema") or {}))
+                      for t in data.get("tools") or []}
+        self.skills = list(data.get("skills") or [])
+        self.sub_agents = [n for n, d in (data.get("sub_agents") or {}).items() if "error" not in d]
+        self.config = _ConfigView(list(data.get("stop_tools") or []), int(data.get("max_turns") or 1))
+        self.middleware = [(m["name"], set(m.get("hooks") or [])) for m in data.get("middleware") or []]
+
+    def sub_agent(self, name: str) -> "AgentView":
+        return AgentView(self.data["sub_agents"][name])
+
+    def signature_problems(self) -> list[str]:
+        return [p for t in self.data.get("tools") or [] for p in t.get("signature_problems") or []]
 
 
 # ---------------------------------------------------------------------- the plan
@@ -220,24 +228,21 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     from ahe.errors import ConfigError
     from ahe.llm import make_client
     from ahe.llm.types import RoleConfig
-    from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker
-    from ahe.runtime import load_agent
+    from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker, describe_confined
     from ahe.sandbox.local import LocalSandbox
     from ahe.testing import MockLLMServer, Policy
 
     report = SmokeReport()
-    try:
-        agent = load_agent(root)
-    except Exception as exc:
-        report.errors.append(f"the workspace does not load: {exc}")
+    problem, description = await describe_confined(root, "auto")  # loaded in a worker, never here
+    if problem or description is None:
+        report.errors.append(f"the workspace does not load: {problem or 'its worker described nothing'}")
         return report
-    for tool in agent.tools.values():
-        report.errors += signature_problems(tool)
+    agent = AgentView(description)
+    report.errors += agent.signature_problems()
     for sub in agent.sub_agents:
-        for tool in agent.sub_agent(sub).tools.values():
-            for p in signature_problems(tool):
-                if p not in report.errors:
-                    report.errors.append(f"sub-agent {sub}: {p}")
+        for p in agent.sub_agent(sub).signature_problems():
+            if p not in report.errors:
+                report.errors.append(f"sub-agent {sub}: {p}")
 
     token = uuid.uuid4().hex[:10]
     server = None
@@ -251,8 +256,7 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
             url = server.start()
         client = make_client("agent", RoleConfig(model="mock-smoke", base_url=url, max_attempts=2, timeout_sec=30,
                                                  backoff_initial_sec=0.01, backoff_max_sec=0.05), env={})
-        turns = _plan_length(agent, token) + 3
-        _raise_turns(agent, turns)
+        turns = _plan_length(agent, token) + 3  # the worker raises each agent's max_turns to this (min_turns)
         # The session runs the harness's hooks and tools: in a confined worker, as every rollout does.
         worker = await ConfinedWorker.launch(root, "auto")
         sandbox = LocalSandbox(app, isolation="auto")
@@ -275,30 +279,27 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     finally:
         if worker is not None:
             await worker.close()
-        if sandbox is not None:
-            try:
-                await sandbox.stop()
-            except Exception:
-                pass
-        if client is not None:
-            try:
-                await client.aclose()
-            except Exception:  # closing a pool must never fail the smoke check
-                pass
-        if server is not None:
-            server.stop()
+        await close_smoke_parts(sandbox, client, server)
         shutil.rmtree(app, ignore_errors=True)
         if own_trace:
             shutil.rmtree(trace, ignore_errors=True)
     return report
 
 
-def _raise_turns(agent: Any, turns: int, depth: int = 0) -> None:
-    if agent.config.max_turns < turns:
-        agent.config = agent.config.model_copy(update={"max_turns": turns})
-    if depth < MAX_DEPTH:
-        for sub in agent.sub_agents:
-            _raise_turns(agent.sub_agent(sub), turns, depth + 1)
+async def close_smoke_parts(sandbox: Any, client: Any, server: Any) -> None:
+    """Stop a smoke session's sandbox, model client and MOCK server; closing never fails the check."""
+    if sandbox is not None:
+        try:
+            await sandbox.stop()
+        except Exception:
+            pass
+    if client is not None:
+        try:
+            await client.aclose()
+        except Exception:
+            pass
+    if server is not None:
+        server.stop()
 
 
 def _read_json(path: Path) -> Any:
@@ -337,14 +338,8 @@ def _tool_results(trace: Path) -> list[tuple[str, dict[str, Any], str, dict[str,
     return out
 
 
-def _middleware_classes(agent: Any, depth: int = 0) -> list[tuple[str, set[str]]]:
-    out = []
-    for cls, params in agent.middleware_classes:
-        try:
-            inst = cls(**params)
-        except Exception:
-            continue
-        out.append((cls.__name__, {h for h in HOOKS if overrides(inst, h)}))
+def _middleware_classes(agent: AgentView, depth: int = 0) -> list[tuple[str, set[str]]]:
+    out = list(agent.middleware)
     if depth < MAX_DEPTH:
         for sub in agent.sub_agents:
             out += _middleware_classes(agent.sub_agent(sub), depth + 1)

@@ -1,4 +1,5 @@
-"""Whether a harness workspace loads: its imports probed in a jail first, then the runtime's loader."""
+"""Whether a harness workspace loads: its imports probed in a jail first, then loaded by its agent
+backend in a confined worker (AHE's own process never imports the harness's code)."""
 
 from __future__ import annotations
 
@@ -18,40 +19,30 @@ def purge_pycache(root: Path) -> None:
 
 
 def load_problem(root: Path) -> str | None:
-    """None when the workspace loads in the runtime; else the loader's one-line error. A harness
-    another agent backend runs (harness.yaml) is loaded as that backend loads it (confined)."""
-    from ahe.errors import AheError, ConfigError
-    from ahe.runtime import load_agent
-
-    try:
-        from ahe.agents import backend_name
-
-        if backend_name(root) != "ahe":
-            return _backend_problem(root)
-    except AheError as exc:
-        return str(exc)
-
-    purge_pycache(root)  # a stale .pyc of a same-size edit in the same second must not be used
-    from evolve_agent.import_probe import import_side_effects
-
-    acts = import_side_effects(root)  # before AHE's own process imports any of it
-    if acts:
-        return ("importing the workspace's code acts outside the workspace, which is refused: "
-                + "; ".join(acts[:5]))
-    try:
-        load_agent(root)
-    except ConfigError as exc:
-        return str(exc)
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-def _backend_problem(root: Path) -> str | None:
+    """None when the workspace loads as its backend loads it; else the loader's one-line error."""
     import asyncio
     import concurrent.futures
 
-    from ahe.agents.checks import load_problem as backend_load_problem
+    from ahe.agents import backend_name
+    from ahe.agents.checks import load_problem as confined_load_problem
+    from ahe.errors import AheError
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # works inside and outside an event loop
-        return pool.submit(asyncio.run, backend_load_problem(root)).result()
+    purge_pycache(root)  # a stale .pyc of a same-size edit in the same second must not be used
+    try:
+        ahe_harness = backend_name(root) == "ahe"
+    except AheError as exc:
+        return str(exc)
+    if ahe_harness:
+        from evolve_agent.import_probe import import_side_effects
+
+        acts = import_side_effects(root)
+        if acts:
+            return ("importing the workspace's code acts outside the workspace, which is refused: "
+                    + "; ".join(acts[:5]))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callable inside and outside an event loop
+        try:
+            return pool.submit(asyncio.run, confined_load_problem(root)).result()
+        except AheError as exc:
+            return str(exc)
+        except Exception as exc:  # the worker could not even start: say so, never pass the change
+            return f"the harness could not be loaded in a confined worker: {type(exc).__name__}: {exc}"

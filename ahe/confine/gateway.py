@@ -56,6 +56,7 @@ class ModelGateway:
         self._recorded: list[Any] = []
         self._recorded_tools: Any = None
         self._written = 0
+        self.record_error: str | None = None  # set when the record cannot be written: no call is served after
 
     # ---------------------------------------------------------------- budget
     def _over_budget(self) -> str | None:
@@ -95,6 +96,8 @@ class ModelGateway:
         if allowed and settings not in allowed:
             self.refuse("sampling settings other than the harness's llm blocks; the declared ones were used")
             settings = allowed[0]
+        if self.record_error:
+            return {"error": error("infra", self.record_error, kind="disk")}
         over = self._over_budget()
         if over:
             self.refuse(over)
@@ -116,6 +119,8 @@ class ModelGateway:
             return {"error": error("infra", str(exc), kind=exc.kind), "events": events}
         self.usage = self.usage.add(resp.usage)
         self._write_call(messages, tools, resp.model_dump(mode="json", exclude_none=True), None, t0)
+        if self.record_error:  # a call the trial's record cannot hold is not handed on (the disk is full)
+            return {"error": error("infra", self.record_error, kind="disk"), "events": events}
         return {"response": resp.model_dump(mode="json"), "events": events}
 
     # ---------------------------------------------------------------- recording
@@ -151,8 +156,16 @@ class ModelGateway:
             row["omitted"] = f"the session's record passed {RECORD_LIMIT_BYTES >> 20} MB"
             line = json.dumps(row, ensure_ascii=False) + "\n"
         self._written += len(line)
-        self._record.write(line)
-        self._record.flush()
+        try:
+            self._record.write(line)
+            self._record.flush()
+        except OSError as exc:  # e.g. a full disk: the session ends as an infra error, in one sentence
+            self.record_error = f"the gateway cannot record this session's calls: {exc.strerror or exc}"
+            try:
+                self._record.close()
+            except OSError:
+                pass
+            self._record = None
 
     def close(self) -> None:
         if len(self.refusals) > REFUSALS_RECORDED:

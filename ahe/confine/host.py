@@ -302,24 +302,34 @@ async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto", *, 
                                 settings: dict[str, Any] | None = None) -> str | None:
     """None when the harness at `workspace` loads (in a worker, never here); else the loader's error.
     `runner`/`settings`: another agent's loader (ConfinedSessionSpec.runner), asked the same way."""
+    problem, _ = await describe_confined(workspace, mode, describe=False, runner=runner, settings=settings)
+    return problem
+
+
+async def describe_confined(workspace: Path, mode: ConfineMode = "auto", *, describe: bool = True,
+                            runner: str | None = None, settings: dict[str, Any] | None = None,
+                            ) -> tuple[str | None, dict[str, Any] | None]:
+    """(None, description) when the harness at `workspace` loads in a worker (ahe.runtime.describe:
+    its tools, schemas, skills, middleware hooks, sub-agents as data); (the loader's error, None) else."""
     root = Path(workspace).resolve()
     if runner is None and not (root / "agent.yaml").is_file():  # as load_agent says it
-        return f"{root / 'agent.yaml'}: not found — is {root} a harness workspace (a folder with agent.yaml)?"
+        return f"{root / 'agent.yaml'}: not found — is {root} a harness workspace (a folder with agent.yaml)?", None
     if not root.is_dir():  # no jail can bind a missing folder
-        return f"{root}: not a folder"
+        return f"{root}: not a folder", None
     worker = await ConfinedWorker.launch(workspace, mode)
     try:
         reader, writer = await worker._connection()
         job = {"workspace": worker._cmd.workspace, "trace_dir": worker._cmd.trace_dir, "check": True,
-               "runner": runner, "settings": settings or {}}
+               "describe": describe, "runner": runner, "settings": settings or {}}
         gateway = ModelGateway(_NoClient())
         out = await worker._serve(reader, writer, job, gateway, None,
                                   ConfinedSessionSpec(instruction="", trace_dir=Path("."), wall_clock_sec=START_TIMEOUT_SEC))
     finally:
         await worker.close()
     if out.get("loaded"):
-        return None
-    return worker._host_paths(out.get("failure") or "the harness did not load")
+        description = out.get("description")
+        return None, description if isinstance(description, dict) else None
+    return worker._host_paths(out.get("failure") or "the harness did not load"), None
 
 
 def check_workspace_loads(workspace: Path, mode: ConfineMode = "auto") -> None:

@@ -99,8 +99,10 @@ async def _main(socket_path: str) -> int:
         return 0
     try:
         agent = load_agent(Path(job["workspace"]))
-        if job.get("check"):  # only: does the harness load? (AHE itself never imports it)
-            await channel.call("done", loaded=True)
+        if job.get("check"):  # only: does the harness load (and, asked, what is in it)? AHE never imports it
+            from ahe.runtime.describe import describe_agent
+
+            await channel.call("done", loaded=True, description=describe_agent(agent) if job.get("describe") else None)
             await channel.close()
             return 0
         if job.get("min_turns"):

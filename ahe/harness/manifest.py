@@ -13,15 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-Component = Literal[
-    "system_prompt",
-    "tool_description",
-    "tool_implementation",
-    "middleware",
-    "skill",
-    "sub_agent",
-    "long_term_memory",
-]
+from ahe.agents.base import ComponentClass
+
+Component = ComponentClass  # the seven component classes (one definition, in ahe.agents.base)
 ChangeKind = Literal["new", "improvement", "rollback"]
 ChangeStatus = Literal["recorded", "accepted", "rejected"]
 
