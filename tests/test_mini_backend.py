@@ -227,3 +227,16 @@ def test_a_harness_class_that_fails_mid_session_is_that_trials_failure(tmp_path:
     traj = json.loads((_trial(tmp_path) / "trajectory.json").read_text())
     assert traj["extra"]["detail"] == "mini-swe-agent raised RuntimeError: boom in step"
     assert traj["agent"]["agent_class"] == "loops.boom.Boom"
+
+
+def test_demo_backend_mistakes_are_one_sentence(monkeypatch, tmp_path: Path) -> None:
+    import ahe.agents.mini_backend as mb
+    from ahe.demo import run_demo
+    from ahe.errors import AheError
+
+    with pytest.raises(AheError, match=r"^--backend: the demo runs on ahe or mini-swe-agent, not 'nosuch'$"):
+        run_demo(tmp_path / "d1", backend="nosuch")
+    monkeypatch.setattr(mb, "mini_installed", lambda: False)
+    with pytest.raises(AheError) as err:
+        run_demo(tmp_path / "d2", backend="mini-swe-agent")
+    assert str(err.value) == mb.MISSING and not (tmp_path / "d2").exists()
