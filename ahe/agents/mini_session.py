@@ -177,9 +177,13 @@ def build(workspace: Path, working_directory: str, client: Any = None, loop: Any
     path = str(Path(workspace) / name)
     agent_cfg, env_cfg = mc.section(data, "agent"), mc.section(data, "environment")
     try:
-        model = GatewayModel(ModelSettings.model_validate(mc.section(data, "model")), client, loop)
+        settings = ModelSettings.model_validate(mc.section(data, "model"))
     except ValidationError as exc:
         raise ConfigError(f"{_where(path, 'model', exc.errors()[0])}: {exc.errors()[0]['msg']}") from None
+    try:
+        model = GatewayModel(settings, client, loop)
+    except ValidationError as exc:  # a sampling key of model_kwargs
+        raise ConfigError(f"{_where(path, 'model.model_kwargs', exc.errors()[0])}: {exc.errors()[0]['msg']}") from None
     _check_templates(path, agent_cfg, model.config)
     if str(workspace) not in sys.path:
         sys.path.insert(0, str(workspace))  # the harness's own classes (agent_class, environment_class)
