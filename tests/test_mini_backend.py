@@ -64,7 +64,7 @@ def test_eval_runs_mini_config_copied_from_its_package(tmp_path: Path) -> None:
     assert json.loads(p.stdout)["pass_at_1"] == 1.0
     trial = _trial(tmp_path)
     result = json.loads((trial / "result.json").read_text())
-    assert (result["stop_reason"], result["turns"], result["tool_calls"], result["error_class"]) == ("stop_tool", 2, 1, None)
+    assert (result["stop_reason"], result["turns"], result["tool_calls"], result["error_class"]) == ("stop_tool", 2, 2, None)
     assert result["usage"]["prompt_tokens"] == 200  # the gateway's meter
     traj = json.loads((trial / "trajectory.json").read_text())
     assert traj["schema_version"].startswith("ATIF") and traj["extra"]["exit_status"] == "Submitted"
@@ -166,7 +166,7 @@ def test_mini_messages_become_atif_and_stop_reasons() -> None:
     assert traj["steps"][3]["extra"] == {"unparsed": True} and traj["steps"][4]["extra"]["framework_note"]
     assert traj["steps"][5]["observation"]["results"][0]["content"] == "diff"  # the submission
     assert traj["final_metrics"]["total_prompt_tokens"] == 7
-    assert counts(msgs) == (2, 1, 1)
+    assert counts(msgs) == (2, 2, 1)
     assert stop_of("Submitted", None)[0] == StopReason.stop_tool
     assert stop_of("LimitsExceeded", None)[0] == StopReason.max_turns
     assert stop_of("TimeExceeded", None)[0] == StopReason.wall_clock

@@ -133,12 +133,15 @@ def _final_metrics(steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def counts(messages: list[dict[str, Any]]) -> tuple[int, int, int]:
-    """(turns, tool calls, tool errors): model replies, executed actions, actions that failed."""
+    """(turns, tool calls, tool errors): model replies, executed actions (the submit command included,
+    as the trajectory shows it), actions that failed."""
     turns = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
     obs = [m for m in messages if isinstance(m, dict)
            and (m.get("role") == "tool" or (m.get("role") == "user" and "returncode" in _extra(m)))]
     errors = sum(1 for m in obs if _extra(m).get("returncode") not in (0, None))
-    return turns, len(obs), errors
+    submitted = any(isinstance(m, dict) and m.get("role") == "exit" and _extra(m).get("exit_status") == "Submitted"
+                    for m in messages)  # the submit command ran too (its output is the submission)
+    return turns, len(obs) + submitted, errors
 
 
 def stop_of(exit_status: str, exc: BaseException | None) -> tuple[StopReason, str | None, str | None]:
