@@ -55,10 +55,9 @@ class ConfinedSessionSpec:
     state: dict[str, Any] = field(default_factory=dict)
     min_turns: int | None = None  # the gate's smoke plan needs this many turns at least
     budget: GatewayBudget = field(default_factory=GatewayBudget)
-    # Another agent's loop instead of AHE's Session: `module:function` under ahe. (worker.py), and
-    # the settings it is handed (an agent backend's, e.g. mini-swe-agent's config file name).
+    # Another agent's loop instead of AHE's Session: `module:function` under ahe. (worker.py), e.g.
+    # an agent backend's (ahe.agents.mini_session:run); it reads its settings from the harness folder.
     runner: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
 
 
 class WorkerError(InfrastructureError):
@@ -165,7 +164,7 @@ class ConfinedWorker:
                "prompt_variables": spec.prompt_variables, "session_id": spec.session_id, "state": spec.state,
                "min_turns": spec.min_turns, "sandbox": sandbox is not None, "role": getattr(client, "role", "agent"),
                "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES,
-               "runner": spec.runner, "settings": spec.settings}
+               "runner": spec.runner}
         t0 = time.monotonic()
         self._sink = TraceSink(spec.trace_dir, 2 * jail.TRACE_LIMIT_BYTES)
         try:
@@ -298,17 +297,15 @@ class ConfinedWorker:
             self._dir = None
 
 
-async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto", *, runner: str | None = None,
-                                settings: dict[str, Any] | None = None) -> str | None:
+async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto", *, runner: str | None = None) -> str | None:
     """None when the harness at `workspace` loads (in a worker, never here); else the loader's error.
-    `runner`/`settings`: another agent's loader (ConfinedSessionSpec.runner), asked the same way."""
-    problem, _ = await describe_confined(workspace, mode, describe=False, runner=runner, settings=settings)
+    `runner`: another agent's loader (ConfinedSessionSpec.runner), asked the same way."""
+    problem, _ = await describe_confined(workspace, mode, describe=False, runner=runner)
     return problem
 
 
 async def describe_confined(workspace: Path, mode: ConfineMode = "auto", *, describe: bool = True,
-                            runner: str | None = None, settings: dict[str, Any] | None = None,
-                            ) -> tuple[str | None, dict[str, Any] | None]:
+                            runner: str | None = None) -> tuple[str | None, dict[str, Any] | None]:
     """(None, description) when the harness at `workspace` loads in a worker (ahe.runtime.describe:
     its tools, schemas, skills, middleware hooks, sub-agents as data); (the loader's error, None) else."""
     root = Path(workspace).resolve()
@@ -320,7 +317,7 @@ async def describe_confined(workspace: Path, mode: ConfineMode = "auto", *, desc
     try:
         reader, writer = await worker._connection()
         job = {"workspace": worker._cmd.workspace, "trace_dir": worker._cmd.trace_dir, "check": True,
-               "describe": describe, "runner": runner, "settings": settings or {}}
+               "describe": describe, "runner": runner}
         gateway = ModelGateway(_NoClient())
         out = await worker._serve(reader, writer, job, gateway, None,
                                   ConfinedSessionSpec(instruction="", trace_dir=Path("."), wall_clock_sec=START_TIMEOUT_SEC))
