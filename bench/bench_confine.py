@@ -83,6 +83,15 @@ def _rusage_cpu() -> float:
                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
+def _wakeups() -> int:
+    """Voluntary context switches (a process blocking to wait, then woken) of this process and
+    its waited-for children: a count per step that does not move with the machine's load."""
+    import resource
+
+    return sum(r.ru_nvcsw for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                    resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 # =========================================================================== overhead worker
 def overhead_worker(url: str, mode: str, tool: str) -> dict[str, Any]:
     from ahe.llm import make_client
@@ -106,7 +115,7 @@ def overhead_worker(url: str, mode: str, tool: str) -> dict[str, Any]:
                 while not pool._idle.get(next(iter(pool._idle), None)):
                     await asyncio.sleep(0.01)
                 await pool._idle[next(iter(pool._idle))][0]._connection()  # the spare is past its imports
-            c0, t0 = _rusage_cpu(), time.monotonic()
+            c0, t0, w0 = _rusage_cpu(), time.monotonic(), _wakeups()
             if mode == "confined":
                 worker = await pool.acquire(_workspace(tool), "bwrap")
             res = await _session(mode, tool, client, sandbox, tmp / "trace", INSTRUCTION, worker=worker)
@@ -114,10 +123,11 @@ def overhead_worker(url: str, mode: str, tool: str) -> dict[str, Any]:
         finally:
             await pool.aclose()
             if sandbox is not None:
-                await sandbox.stop()
+                await sandbox.stop()  # the sandbox's driver is a waited-for child too
+        w1 = _wakeups()
         cpu = c1 - c0
         return {"ok": res.stop_reason.value == "no_tool_call", "t0": t0, "t1": t1, "t_warmup": tw, "cpu_sec": cpu,
-                "turns": res.turns,
+                "turns": res.turns, "wakeups": w1 - w0,
                 "info": f"{res.stop_reason.value} {res.detail or ''} turns={res.turns}"}
 
     try:
@@ -223,6 +233,7 @@ def run_overhead(calls: int, repeat: int) -> dict[str, Any]:
                 row["start"].append(first - res["t0"])
                 row.setdefault("cold_start", []).append(first_cold - res["t_warmup"])
                 row.setdefault("cpu_per_step", []).append(res["cpu_sec"] / max(1, res["turns"]))
+                row.setdefault("wakeups_per_step", []).append(res["wakeups"] / max(1, res["turns"]))
                 row["load"].append(load)
                 print(f"  run {r + 1}/{repeat} {mode:<8} {tool:<5} overhead/step {ms(median(an['overhead']))} "
                       f"start {ms(first - res['t0'])} cold {ms(first_cold - res['t_warmup'])} (load {load:.1f})", flush=True)
@@ -271,9 +282,12 @@ def main() -> None:
         rows = [[k.replace("|", " "), ms(median(v["overhead"])) if v["overhead"] else "-",
                  ms(median(v["start"])) if v["start"] else "-",
                  ms(median(v["cold_start"])) if v.get("cold_start") else "-",
-                 ms(median(v["cpu_per_step"])) if v.get("cpu_per_step") else "-", f"{median(v['load']):.1f}" if v["load"] else "-"]
+                 ms(median(v["cpu_per_step"])) if v.get("cpu_per_step") else "-",
+                 f"{median(v['wakeups_per_step']):.1f}" if v.get("wakeups_per_step") else "-",
+                 f"{median(v['load']):.1f}" if v["load"] else "-"]
                 for k, v in ov.items()]
-        print(table(["configuration", "overhead/step ms", "session start ms", "cold start ms", "CPU/step ms", "load"], rows,
+        print(table(["configuration", "overhead/step ms", "session start ms", "cold start ms", "CPU/step ms",
+                     "wakeups/step", "load"], rows,
                     "per step and session start (confined: start = from a spare worker, cold = nothing launched before)"))
     levels = [int(x) for x in args.sessions.split(",") if int(x) > 0]
     if levels:

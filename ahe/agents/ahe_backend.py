@@ -49,7 +49,7 @@ class AheBackend(BackendBase):
                 instruction=request.instruction, trace_dir=request.trace_dir, wall_clock_sec=request.wall_clock_sec,
                 working_directory=request.working_directory, prompt_variables=request.prompt_variables,
                 session_id=request.session_id, state=request.state, min_turns=request.min_turns,
-                budget=request.budget or trial_budget(request.harness),
+                budget=request.budget or trial_budget(request.harness, request.model_requests_per_turn),
             ), request.client, request.sandbox)
         finally:
             await worker.close()  # nothing the harness started outlives its session

@@ -57,7 +57,8 @@ class AgentRequest:
     sandbox: Any = None  # the trial's started Sandbox (None: a session without one)
     isolation: ConfineMode = "auto"
     wall_clock_sec: float | None = None
-    budget: GatewayBudget | None = None  # None: the backend's own default for this harness
+    budget: GatewayBudget | None = None  # None: the backend's own, from its max turns × model_requests_per_turn
+    model_requests_per_turn: int = 4  # the user's cap on requests per turn of the agent (config)
     working_directory: str | None = None
     prompt_variables: dict[str, Any] = field(default_factory=dict)
     session_id: str | None = None

@@ -118,10 +118,11 @@ class ModelGateway:
             self._write_call(messages, tools, None, str(exc), t0)
             return {"error": error("infra", str(exc), kind=exc.kind), "events": events}
         self.usage = self.usage.add(resp.usage)
-        self._write_call(messages, tools, resp.model_dump(mode="json", exclude_none=True), None, t0)
+        dumped = resp.model_dump(mode="json")  # once: the record and the wire carry the same object
+        self._write_call(messages, tools, dumped, None, t0)
         if self.record_error:  # a call the trial's record cannot hold is not handed on (the disk is full)
             return {"error": error("infra", self.record_error, kind="disk"), "events": events}
-        return {"response": resp.model_dump(mode="json"), "events": events}
+        return {"response": dumped, "events": events}
 
     # ---------------------------------------------------------------- recording
     def _write_call(self, messages: list[Any], tools: list[Any] | None, response: dict | None,
@@ -134,6 +135,7 @@ class ModelGateway:
         if tools is not self._recorded_tools:
             row["tools"] = self._recorded_tools = tools
         row["latency_sec"] = round(time.monotonic() - t0, 4)
+        row["ts"] = round(time.time(), 3)  # when the answer came back (the rebuilt trajectory's timestamps)
         row["response" if err is None else "error"] = response if err is None else err
         self._write(row)
 

@@ -10,6 +10,7 @@ copied into the trial folder as regular files only.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -21,11 +22,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ahe.confine import jail
-from ahe.confine.gateway import GatewayBudget, ModelGateway
+from ahe.confine.conversation import CLAIM_FILE, attach_claimed_metadata, trajectory_from_conversation
+from ahe.confine.gateway import CONVERSATION_FILE, GatewayBudget, ModelGateway
 from ahe.confine.sandbox_ops import serve_sandbox_op
 from ahe.confine.trace_files import TraceSink
 from ahe.confine.wire import MAX_MESSAGE_BYTES, SOCKET_NAME, encode, error, read_message
 from ahe.errors import ConfigError, InfrastructureError
+from ahe.io import atomic_write_json
 from ahe.llm.types import ModelClient
 from ahe.runtime.results import SessionResult, StopReason
 from ahe.sandbox import bwrap as bw
@@ -36,6 +39,7 @@ ConfineMode = Literal["auto", "bwrap", "none"]
 GRACE_SEC = 30.0  # past the wall clock, the host stops waiting for the worker's own report
 START_TIMEOUT_SEC = 60.0
 OFF_ENV = "AHE_CONFINE"  # =none turns confinement off everywhere: only to test the layers behind it
+DIRECT_SOCKET = "sandbox.sock"  # the sandbox driver's socket, as linked into the worker's folder
 SANDBOX_OPS = frozenset({"exec", "read_file", "write_file", "upload", "download"})
 _NOT_CONFINED = ("the harness's code runs in a plain child process, NOT confined (it sees this "
                  "machine's files and network; it still holds no key)")
@@ -82,6 +86,7 @@ class ConfinedWorker:
         self._cmd: jail.WorkerCommand | None = None
         self._stderr = b""
         self._sink: TraceSink | None = None
+        self._direct: Any = None  # the sandbox whose driver the worker reaches directly
 
     @classmethod
     async def launch(cls, workspace: Path, mode: ConfineMode = "auto") -> "ConfinedWorker":
@@ -165,6 +170,7 @@ class ConfinedWorker:
                "min_turns": spec.min_turns, "sandbox": sandbox is not None, "role": getattr(client, "role", "agent"),
                "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES,
                "runner": spec.runner}
+        job["direct_exec"] = self._offer_direct(sandbox)
         t0 = time.monotonic()
         self._sink = TraceSink(spec.trace_dir, 2 * jail.TRACE_LIMIT_BYTES)
         try:
@@ -181,6 +187,27 @@ class ConfinedWorker:
             return self._result(outcome, gateway, spec, time.monotonic() - t0)
         finally:
             gateway.close()
+            self._direct_done()
+
+    def _offer_direct(self, sandbox: Any) -> dict[str, Any] | None:
+        """The sandbox driver's socket, linked into the worker's socket folder (no other socket
+        becomes reachable), and what `exec` adds to a command; None when the sandbox offers none."""
+        offer = getattr(sandbox, "direct_exec_offer", None)
+        offer = offer() if callable(offer) else None
+        if not offer:
+            return None
+        link = self._dir / DIRECT_SOCKET
+        try:
+            os.link(offer["socket"], link)  # the same inode: both are temporary folders of AHE's
+        except OSError:
+            sandbox.direct_exec_done()
+            return None
+        self._direct = sandbox
+        return {**offer, "socket": os.path.join(os.path.dirname(self._cmd.socket_path), DIRECT_SOCKET)}
+
+    def _direct_done(self) -> None:
+        if self._direct is not None:
+            self._direct.direct_exec_done()
 
     def _keep_files(self, outcome: dict[str, Any], gateway: ModelGateway) -> None:
         if self._sink is None:  # a load check keeps no trace
@@ -274,8 +301,8 @@ class ConfinedWorker:
             if stop == StopReason.infra_error:
                 res.infra_error_kind = outcome.get("kind") or "worker"
         res.usage = gateway.usage  # what the gateway saw, not what the worker claims
-        traj, events = spec.trace_dir / "trajectory.json", spec.trace_dir / "events.jsonl"
-        res.trajectory_path = str(traj) if traj.exists() else None
+        traj, events = _write_trajectory(spec.trace_dir, res), spec.trace_dir / "events.jsonl"
+        res.trajectory_path = str(traj) if traj is not None else None
         res.events_path = str(events) if events.exists() else None
         return res
 
@@ -292,6 +319,8 @@ class ConfinedWorker:
                 log.warning("the confined worker %s did not exit after SIGKILL", self.proc.pid)
         if self._server is not None:
             self._server.close()
+        self._direct_done()  # the worker is gone: its commands' numbers are final
+        self._direct = None
         if self._dir is not None:
             await asyncio.to_thread(shutil.rmtree, self._dir, True)
             self._dir = None
@@ -357,6 +386,29 @@ async def run_confined_session(workspace: Path, spec: ConfinedSessionSpec, clien
         return await worker.run(spec, client, sandbox)
     finally:
         await worker.close()
+
+
+def _write_trajectory(trace_dir: Path, res: SessionResult) -> Path | None:
+    """The trial's trajectory.json, rebuilt from the gateway's record (not the worker's word, which
+    stays beside it as trajectory.claimed.json and lends it only tool-result metadata)."""
+    conv = trace_dir / CONVERSATION_FILE
+    if not conv.is_file():
+        return None
+    traj = trajectory_from_conversation(conv)
+    claim = trace_dir / CLAIM_FILE
+    if claim.is_file():
+        try:
+            attach_claimed_metadata(traj, json.loads(claim.read_bytes()))
+            traj["extra"]["claim"] = CLAIM_FILE
+        except ValueError:  # an unreadable claim lends nothing
+            traj["extra"]["claim"] = f"{CLAIM_FILE} (not valid JSON)"
+    traj["session_id"] = res.session_id
+    traj["agent"]["name"] = res.agent
+    traj["extra"].update(stop_reason=res.stop_reason.value, detail=res.detail, duration_sec=res.duration_sec,
+                         turns=res.turns)
+    path = trace_dir / "trajectory.json"
+    atomic_write_json(path, traj)
+    return path
 
 
 def _warn(message: str) -> None:

@@ -2,7 +2,10 @@
 
 A worker could name anything (`../result.json`, `verifier/reward.txt`, a link to a task's
 tests), so only the files a session writes are accepted — `trajectory.json`, `events.jsonl`
-and the same under `sub_agents/<NN-name>/` — each written fresh, never through a link.
+and the same under `sub_agents/<NN-name>/` — each written fresh, never through a link. The
+worker's top-level trajectory.json is written as `trajectory.claimed.json`: it is the harness's
+claim; the trial's trajectory.json is rebuilt by the host from the gateway's record
+(conversation.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import binascii
 import os
 import re
 from pathlib import Path
+
+from ahe.confine.conversation import CLAIM_FILE
 
 _ALLOWED = re.compile(r"(?:sub_agents/\d{2,3}-[A-Za-z0-9_.-]{1,80}/)*(?:trajectory\.json|events\.jsonl)")
 
@@ -53,7 +58,7 @@ def write_trace_files(trace_dir: Path, files: dict[str, str]) -> list[str]:
         except (binascii.Error, TypeError, ValueError):
             refused.append(name)
             continue
-        path = Path(trace_dir) / name
+        path = Path(trace_dir) / (CLAIM_FILE if name == "trajectory.json" else name)
         _mkdirs(Path(trace_dir), path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as f:

@@ -108,6 +108,10 @@ async def _main(socket_path: str) -> int:
         if job.get("min_turns"):
             _raise_turns(agent, int(job["min_turns"]))
         sandbox = SandboxProxy(channel) if job.get("sandbox") else None
+        if sandbox is not None and job.get("direct_exec"):  # commands straight to the sandbox's driver
+            from ahe.confine.direct import DirectSandbox
+
+            sandbox = DirectSandbox(channel, job["direct_exec"])
         client = GatewayClient(channel, job.get("role", "agent"), job.get("model") or "model")
         session = Session(agent, client, sandbox=sandbox, trace_dir=trace_dir,
                           wall_clock_sec=job.get("wall_clock_sec"),

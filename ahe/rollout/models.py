@@ -30,6 +30,9 @@ class TrialSettings(BaseModel):
     keep_app: bool = False  # keep the trial's /app folder after grading
     # which agent runs the sessions (docs/backends.md); None = the harness's harness.yaml (default `ahe`)
     agent_backend: str | None = None
+    # the gateway refuses a trial's model requests past this many per turn of its agent.yaml's
+    # max_turns (middleware side calls and sub-agents share them; ahe/confine/budget.py)
+    model_requests_per_turn: int = Field(default=4, ge=1, le=1000)
 
 
 class RolloutSettings(TrialSettings):

@@ -49,7 +49,8 @@ async def execute_one_shot(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
         t_agent = time.monotonic()
         request = AgentRequest(harness=spec.workspace, instruction=task.instruction, trace_dir=spec.trial_dir,
                                client=client, sandbox=sandbox, isolation=spec.isolation,
-                               wall_clock_sec=spec.agent_timeout_sec or task.agent_timeout_sec, warm=warmed)
+                               wall_clock_sec=spec.agent_timeout_sec or task.agent_timeout_sec, warm=warmed,
+                               model_requests_per_turn=spec.model_requests_per_turn)
         warmed = None  # the session owns it now
         sres = await backend.run(request)
         result.agent_duration_sec = round(time.monotonic() - t_agent, 3)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from ahe.sandbox import bwrap as bw
 from ahe.sandbox import local_orphans as orphans
 from ahe.sandbox.base import ExecResult, Mount, SandboxError
+from ahe.sandbox.local_direct import direct_listener, next_exec_number
 from ahe.tempdirs import make_temp_dir
 from ahe.sandbox.local_files import (
     PathMap,
@@ -81,7 +82,7 @@ class _DriverProtocol(asyncio.Protocol):
         self._on_eof()
 
 
-def _emergency_cleanup(proc: subprocess.Popen, root: str | None) -> None:
+def _emergency_cleanup(proc: subprocess.Popen, root: str | None, direct: str | None = None) -> None:
     """Finalizer/atexit: the sandbox was dropped without stop(). Best effort, never raises."""
     try:
         if proc.poll() is None:
@@ -93,8 +94,9 @@ def _emergency_cleanup(proc: subprocess.Popen, root: str | None) -> None:
                 proc.wait(timeout=2)
     except Exception:
         pass
-    if root:
-        shutil.rmtree(root, ignore_errors=True)
+    for folder in (root, direct):
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 class LocalSandbox:
@@ -145,6 +147,7 @@ class LocalSandbox:
         self._dead: str | None = None
         self._finalizer: weakref.finalize | None = None
         self._paths: PathMap | None = None
+        self._direct_dir: str | None = None
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -209,6 +212,10 @@ class LocalSandbox:
     async def _launch(self) -> None:
         """Start bwrap (or the bare driver) and wait for the driver's hello."""
         loop = asyncio.get_running_loop()
+        lsock = None
+        if self._isolated:  # the confined worker's direct channel (direct_exec_offer)
+            self._direct_dir, lsock = direct_listener()
+        extra_env = {"AHE_DRIVER_FD": str(lsock.fileno())} if lsock is not None else {}
         if self._isolated:
             python, _ = bw.jail_python()
             argv = bw.bwrap_argv(bw.find_bwrap(), self._binds(), [python, "-I", "-S", "-c", _BOOT],
@@ -220,11 +227,15 @@ class LocalSandbox:
             try:  # a jail dies with its starter, even one killed mid-launch (local_orphans)
                 self._proc = subprocess.Popen(
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, cwd=cwd,
-                    env={"PATH": bw.DEFAULT_PATH, "LANG": "C.UTF-8", **orphans.owner_env()},
-                    start_new_session=True, preexec_fn=orphans.die_with_parent() if self._isolated else None)
+                    env={"PATH": bw.DEFAULT_PATH, "LANG": "C.UTF-8", **orphans.owner_env(), **extra_env},
+                    start_new_session=True, preexec_fn=orphans.die_with_parent() if self._isolated else None,
+                    pass_fds=(lsock.fileno(),) if lsock is not None else ())
             except OSError as e:
                 raise SandboxError(f"cannot start the sandbox ({e}); {bw.INSTALL_HINT}") from e
-        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._owned_root)
+            finally:
+                if lsock is not None:
+                    lsock.close()  # the driver holds it now
+        self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._owned_root, self._direct_dir)
         self._ready = loop.create_future()
         self._rt, _ = await loop.connect_read_pipe(
             lambda: _DriverProtocol(self._on_message, self._on_eof), self._proc.stdout)
@@ -294,6 +305,9 @@ class LocalSandbox:
             self._finalizer.detach()
         if self._owned_root:
             await asyncio.to_thread(shutil.rmtree, self._owned_root, True)
+        if self._direct_dir:
+            shutil.rmtree(self._direct_dir, True)
+            self._direct_dir = None
 
     async def __aenter__(self) -> LocalSandbox:
         await self.start()
@@ -303,6 +317,20 @@ class LocalSandbox:
         await self.stop()
 
     # ------------------------------------------------------------------------ commands
+
+    def direct_exec_offer(self) -> dict[str, Any] | None:
+        """What a confined worker needs to run commands through the driver itself (no hop through
+        this process; ahe/confine/direct.py): the driver's socket on the host, the first command
+        number it may use, and what `exec` adds to every command. None without bwrap. Call
+        `direct_exec_done` when the worker is gone, before this sandbox runs commands again."""
+        if not self._direct_dir or self._state != "running" or self._dead:
+            return None
+        return {"socket": os.path.join(self._direct_dir, "driver.sock"), "next": next(self._exec_numbers),
+                "workdir": self.workdir, "env": self._command_env(None), "max_output_bytes": self.max_output_bytes}
+
+    def direct_exec_done(self) -> None:
+        """Number the next command after the last one a direct channel ran (its output files)."""
+        self._exec_numbers = itertools.count(next_exec_number(self.root_dir / "logs" / "exec"))
 
     async def _call(self, req: dict, wait: float | None = None) -> dict:
         if self._state != "running":
