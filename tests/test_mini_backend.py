@@ -66,14 +66,19 @@ def test_eval_runs_mini_config_copied_from_its_package(tmp_path: Path) -> None:
     result = json.loads((trial / "result.json").read_text())
     assert (result["stop_reason"], result["turns"], result["tool_calls"], result["error_class"]) == ("stop_tool", 2, 2, None)
     assert result["usage"]["prompt_tokens"] == 200  # the gateway's meter
-    traj = json.loads((trial / "trajectory.json").read_text())
-    assert traj["schema_version"].startswith("ATIF") and traj["extra"]["exit_status"] == "Submitted"
+    traj = json.loads((trial / "trajectory.json").read_text())  # rebuilt by the host from the gateway's record
+    assert traj["schema_version"].startswith("ATIF") and traj["extra"]["stop_reason"] == "stop_tool"
     sources = [s["source"] for s in traj["steps"]]
-    assert sources == ["system", "user", "agent", "agent"]
+    assert sources == ["system", "user", "agent", "agent"] and traj["agent"]["name"] == "mini-swe-agent"
     assert "Please solve this issue" in traj["steps"][1]["message"]  # mini's own instance template
     solve = traj["steps"][2]
     assert solve["tool_calls"][0]["function_name"] == "bash" and "service.ini" in solve["tool_calls"][0]["arguments"]["command"]
-    assert '"returncode": 0' in solve["observation"]["results"][0]["content"]  # mini's observation template, run in the sandbox
+    result0 = solve["observation"]["results"][0]
+    assert '"returncode": 0' in result0["content"]  # mini's observation template, run in the sandbox
+    assert result0["extra"]["returncode"] == 0 and result0["extra"]["claimed_metadata"]  # lent by mini's own view
+    assert traj["steps"][3]["observation"]["results"][0]["extra"]["claimed"]  # the submit: the model never saw it
+    claim = json.loads((trial / "trajectory.claimed.json").read_text())  # mini's messages, converted in the jail
+    assert claim["extra"]["exit_status"] == "Submitted" and claim["agent"]["name"] == "mini-swe-agent"
     assert len((trial / "conversation.jsonl").read_text().splitlines()) == 2
 
 
@@ -89,13 +94,16 @@ def test_text_based_config_format_error_and_step_limit(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     result = json.loads((_trial(tmp_path) / "result.json").read_text())
     assert (result["stop_reason"], result["turns"], result["tool_calls"], result["passed"]) == ("max_turns", 3, 2, False)
-    traj = json.loads((_trial(tmp_path) / "trajectory.json").read_text())
-    notes = [s for s in traj["steps"] if (s.get("extra") or {}).get("framework_note")]
+    claim = json.loads((_trial(tmp_path) / "trajectory.claimed.json").read_text())  # mini's view, converted
+    notes = [s for s in claim["steps"] if (s.get("extra") or {}).get("framework_note")]
     assert len(notes) == 1 and "EXACTLY ONE action" in notes[0]["message"]
-    unparsed = [s for s in traj["steps"] if (s.get("extra") or {}).get("unparsed")]
+    unparsed = [s for s in claim["steps"] if (s.get("extra") or {}).get("unparsed")]
     assert unparsed[0]["message"] == "I will just think about it."
-    observed = [s["observation"]["results"][0]["content"] for s in traj["steps"] if s.get("observation")]
+    observed = [s["observation"]["results"][0]["content"] for s in claim["steps"] if s.get("observation")]
     assert any("validate.py" in o for o in observed)  # `ls /app` ran in the task's sandbox
+    traj = json.loads((_trial(tmp_path) / "trajectory.json").read_text())  # the gateway's: text replies, user observations
+    assert traj["steps"][2]["message"] == "I will just think about it."
+    assert any("validate.py" in s["message"] for s in traj["steps"] if s["source"] == "user")
 
 
 @needs_mini
@@ -209,7 +217,7 @@ def test_the_gates_smoke_session_runs_a_mini_harness_to_its_end(tmp_path: Path, 
     report = asyncio.run(backend_smoke_check(backend, harness, trace_dir=tmp_path / "smoke"))
     assert report.errors == [] and report.stop_reason == "stop_tool", report
     traj = json.loads((tmp_path / "smoke" / "trajectory.json").read_text())
-    assert "AHE smoke check" in traj["steps"][2]["observation"]["results"][0]["content"]
+    assert "AHE smoke check" in json.dumps(traj["steps"][2:])  # the command and its output, as the model saw them
 
 
 @needs_mini
@@ -226,7 +234,8 @@ def test_a_harness_class_that_fails_mid_session_is_that_trials_failure(tmp_path:
     assert (result["stop_reason"], result["error_class"], result["passed"]) == ("middleware_stop", None, False)
     traj = json.loads((_trial(tmp_path) / "trajectory.json").read_text())
     assert traj["extra"]["detail"] == "mini-swe-agent raised RuntimeError: boom in step"
-    assert traj["agent"]["agent_class"] == "loops.boom.Boom"
+    claim = json.loads((_trial(tmp_path) / "trajectory.claimed.json").read_text())
+    assert claim["agent"]["agent_class"] == "loops.boom.Boom"
 
 
 def test_demo_backend_mistakes_are_one_sentence(monkeypatch, tmp_path: Path) -> None:

@@ -64,8 +64,10 @@ def test_mini_demo_keeps_one_change_and_rolls_back_the_other(mini_run: Path) -> 
     assert "byte for byte" in mini_yaml and MINI_STRICT not in mini_yaml  # reverted by git revert, the lesson stays
     repo = git.Repo(mini_run / "workspace")
     assert "rollback chg-2" in repo.commit("iter-002").message
-    traj = json.loads((mini_run / "iterations" / "001" / "rollouts" / Y / "trial-1" / "trajectory.json").read_text())
-    assert traj["agent"]["name"] == "mini-swe-agent" and traj["extra"]["exit_status"] == "Submitted"
+    trial = mini_run / "iterations" / "001" / "rollouts" / Y / "trial-1"
+    traj = json.loads((trial / "trajectory.json").read_text())
+    assert traj["agent"]["name"] == "mini-swe-agent" and traj["extra"]["stop_reason"] == "stop_tool"
+    assert json.loads((trial / "trajectory.claimed.json").read_text())["extra"]["exit_status"] == "Submitted"
 
 
 def test_mini_demo_run_folder_matches_the_ahe_demo_and_audit_report_read_it(mini_run: Path, tmp_path: Path) -> None:
