@@ -262,7 +262,12 @@ async def run(job: dict[str, Any], channel: Any, trace_dir: Path) -> dict[str, A
     if job.get("sandbox"):
         import minisweagent.environments.local as local
 
-        local._run = _sandbox_shell(SandboxProxy(channel), loop)
+        sandbox = SandboxProxy(channel)
+        if job.get("direct_exec"):  # commands straight to the sandbox's driver, as AHE's sessions do
+            from ahe.confine.direct import DirectSandbox
+
+            sandbox = DirectSandbox(channel, job["direct_exec"])
+        local._run = _sandbox_shell(sandbox, loop)
     wall = job.get("wall_clock_sec")
     limit = getattr(agent.config, "wall_time_limit_seconds", None)
     if wall and isinstance(limit, int) and (limit <= 0 or limit > wall):
