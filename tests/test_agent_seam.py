@@ -51,13 +51,16 @@ def test_a_plugin_backend_runs_eval_and_the_gateway_meters_it(tmp_path: Path) ->
     assert result["usage"]["prompt_tokens"] > 0  # from the gateway's meter
     conversation = (trial / "conversation.jsonl").read_text().splitlines()
     assert len(conversation) == 1 and "You are terse." in conversation[0]
+    # the backend wrote no trajectory: the debugger's trajectory.json is the gateway's record, rebuilt
+    traj = json.loads((trial / "trajectory.json").read_text())
+    assert traj["steps"][0]["message"] == "You are terse.\n" and traj["extra"]["stop_reason"] == "no_tool_call"
 
 
 def test_backend_mistakes_are_one_sentence(tmp_path: Path) -> None:
     h = _echo_harness(tmp_path, "backend: nosuch\n")
     p = _eval(tmp_path, h)
     assert p.returncode != 0 and "Traceback" not in p.stderr
-    assert f"{h / 'harness.yaml'}: backend: no agent backend 'nosuch'; use one of: ahe, echo" in " ".join(p.stderr.split())
+    assert f"{h / 'harness.yaml'}: backend: no agent backend 'nosuch'; use one of: ahe, command, echo" in " ".join(p.stderr.split())
     (h / "harness.yaml").write_text("backend: echo\n")
     p = _eval(tmp_path, h, "--agent-backend", "ahe")
     assert p.returncode != 0 and "Traceback" not in p.stderr

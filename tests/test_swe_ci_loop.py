@@ -87,7 +87,7 @@ def test_a_ci_trial_killed_mid_round_resumes_at_that_round(tmp_path):
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.time() + 90
-        prog2 = trial / "sub_agents" / "r02-programmer" / "trajectory.json"
+        prog2 = trial / "sub_agents" / "r02-programmer" / "trajectory.claimed.json"  # the live trace (the worker's claim)
         while time.time() < deadline and not (prog2.is_file() and '"run_shell_command"' in prog2.read_text()):
             time.sleep(0.1)
         assert prog2.is_file(), "round 2's Programmer never started"

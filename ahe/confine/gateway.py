@@ -106,32 +106,33 @@ class ModelGateway:
         events: list[tuple[str, dict[str, Any]]] = []
         t0 = time.monotonic()
         self.calls += 1
+        number = self.calls  # calls may overlap (a CLI's side requests): each row keeps its own number
         try:
             resp = await self.client.complete(messages, tools=tools, settings=settings,
                                               on_event=lambda kind, data: events.append((kind, data)))
         except ContextLengthError as exc:
             self.failed_calls += 1
-            self._write_call(messages, tools, None, str(exc), t0)
+            self._write_call(number, messages, tools, None, str(exc), t0)
             return {"error": error("context_length", str(exc)), "events": events}
         except InfrastructureError as exc:
             self.failed_calls += 1
-            self._write_call(messages, tools, None, str(exc), t0)
+            self._write_call(number, messages, tools, None, str(exc), t0)
             return {"error": error("infra", str(exc), kind=exc.kind), "events": events}
         self.usage = self.usage.add(resp.usage)
         dumped = resp.model_dump(mode="json")  # once: the record and the wire carry the same object
-        self._write_call(messages, tools, dumped, None, t0)
+        self._write_call(number, messages, tools, dumped, None, t0)
         if self.record_error:  # a call the trial's record cannot hold is not handed on (the disk is full)
             return {"error": error("infra", self.record_error, kind="disk"), "events": events}
         return {"response": dumped, "events": events}
 
     # ---------------------------------------------------------------- recording
-    def _write_call(self, messages: list[Any], tools: list[Any] | None, response: dict | None,
+    def _write_call(self, number: int, messages: list[Any], tools: list[Any] | None, response: dict | None,
                     err: str | None, t0: float) -> None:
         """One line per call: the messages new since the previous call (`prefix` = how many of
         the previous call's messages it repeats), the tools when they changed, the answer."""
         prefix = self._recorded_prefix(messages)
         self._recorded = messages
-        row: dict[str, Any] = {"call": self.calls, "prefix": prefix, "messages": messages[prefix:]}
+        row: dict[str, Any] = {"call": number, "prefix": prefix, "messages": messages[prefix:]}
         if tools is not self._recorded_tools:
             row["tools"] = self._recorded_tools = tools
         row["latency_sec"] = round(time.monotonic() - t0, 4)

@@ -301,7 +301,7 @@ class ConfinedWorker:
             if stop == StopReason.infra_error:
                 res.infra_error_kind = outcome.get("kind") or "worker"
         res.usage = gateway.usage  # what the gateway saw, not what the worker claims
-        traj, events = _write_trajectory(spec.trace_dir, res), spec.trace_dir / "events.jsonl"
+        traj, events = write_gateway_trajectory(spec.trace_dir, res), spec.trace_dir / "events.jsonl"
         res.trajectory_path = str(traj) if traj is not None else None
         res.events_path = str(events) if events.exists() else None
         return res
@@ -388,7 +388,7 @@ async def run_confined_session(workspace: Path, spec: ConfinedSessionSpec, clien
         await worker.close()
 
 
-def _write_trajectory(trace_dir: Path, res: SessionResult) -> Path | None:
+def write_gateway_trajectory(trace_dir: Path, res: SessionResult) -> Path | None:
     """The trial's trajectory.json, rebuilt from the gateway's record (not the worker's word, which
     stays beside it as trajectory.claimed.json and lends it only tool-result metadata)."""
     conv = trace_dir / CONVERSATION_FILE

@@ -88,7 +88,7 @@ async def execute_ci_trial(spec: TrialSpec, ctx: TrialContext, ci: CISettings) -
         env = ci_loop.LoopEnv(
             task=task, sandbox=sandbox, programmer=spec.workspace, isolation=spec.isolation,
             architect=load_agent(ci_loop.ARCHITECT_WORKSPACE), client=ctx.client(spec), trial_dir=spec.trial_dir,
-            backend=ctx.backend(spec),
+            backend=ctx.backend(spec), model_requests_per_turn=spec.model_requests_per_turn,
             ci=ci, expected=expected, session_wall_sec=spec.agent_timeout_sec or task.agent_timeout_sec,
             verifier_timeout_sec=spec.verifier_timeout_sec, pass_threshold=spec.pass_threshold,
         )

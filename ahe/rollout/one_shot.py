@@ -53,6 +53,7 @@ async def execute_one_shot(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
                                model_requests_per_turn=spec.model_requests_per_turn)
         warmed = None  # the session owns it now
         sres = await backend.run(request)
+        _trajectory_or_rebuilt(spec, sres)
         result.agent_duration_sec = round(time.monotonic() - t_agent, 3)
         _take_session(result, sres)
         if result.error_class is None:
@@ -70,6 +71,17 @@ async def execute_one_shot(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
             await backend.discard(warmed)
         await stop_sandbox(sandbox, spec.trial_dir)
     return write_result(spec, result, t0)
+
+
+def _trajectory_or_rebuilt(spec: TrialSpec, sres) -> None:
+    """A backend that wrote no trajectory.json gets the one the gateway's record gives (docs/backends.md):
+    the debugger reads every trial the same way, whichever agent ran."""
+    from ahe.confine.host import write_gateway_trajectory
+
+    if not (spec.trial_dir / "trajectory.json").is_file():
+        path = write_gateway_trajectory(spec.trial_dir, sres)
+        if path is not None and sres.trajectory_path is None:
+            sres.trajectory_path = str(path)
 
 
 def _take_session(result: TrialResult, sres) -> None:

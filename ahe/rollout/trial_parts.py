@@ -24,7 +24,7 @@ from ahe.tasks.snapshot import TaskSeal
 RESULT_FILE = "result.json"
 # Scratch a finished trial does not need: staged verifier files, the sandbox's /tmp and home.
 # root/logs (full output of every command, /logs inside the sandbox) is kept for the debugger.
-SCRATCH = ("stage", "root/tmp", "root/home")
+SCRATCH = ("stage", "root/tmp", "root/home", "channel")
 
 
 @dataclass

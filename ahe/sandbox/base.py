@@ -32,6 +32,11 @@ class ExecResult(BaseModel):
     stderr_path: str | None = None
 
 
+# Where a host folder shared with the sandbox appears inside it when the sandbox has no private
+# /tmp of its own on the host (docker): the model gateway's socket is reached through it.
+CHANNEL_DIR = "/run/ahe-channel"
+
+
 class Mount(BaseModel):
     """A host folder made visible inside the sandbox at `target`."""
 

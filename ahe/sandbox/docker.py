@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ahe.sandbox.base import ExecResult, Mount, SandboxError
+from ahe.sandbox.base import CHANNEL_DIR, ExecResult, Mount, SandboxError
 from ahe.sandbox.docker_engine import (
     LABEL_OWNER_HOST,
     LABEL_OWNER_PID,
@@ -149,6 +149,15 @@ class DockerSandbox(ContainerFiles):
         self._client = client
         self._seq = itertools.count(1)
         self._stopped = False
+
+    def channel(self) -> tuple[Path, str] | None:
+        """(host folder, the same folder inside) for a unix socket the container's programs
+        can reach without network: the mount at CHANNEL_DIR, when the sandbox was given one
+        (a local engine; a remote engine's bind sources are not this host's folders)."""
+        for m in self.mounts:
+            if m.target == CHANNEL_DIR:
+                return Path(m.source), m.target
+        return None
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahe.sandbox.base import ExecResult, Sandbox, SandboxError
+from ahe.sandbox.base import CHANNEL_DIR, ExecResult, Mount, Sandbox, SandboxError
 from ahe.sandbox.registry import SandboxRequest
 
 
@@ -33,6 +33,8 @@ class DeferredDockerSandbox:
                 f"task {r.task_name} has no docker_image and no environment/Dockerfile; "
                 "run it in the local sandbox or give the docker backend a default image"
             )
+        channel = r.workdir / "channel"  # the gateway's socket appears here (command-line agents)
+        channel.mkdir(parents=True, exist_ok=True)
         self.inner = await create_docker_sandbox_for(
             r.environment_dir,
             r.docker_image,
@@ -41,6 +43,7 @@ class DeferredDockerSandbox:
             r.network,
             r.task_name,
             env=r.env,
+            mounts=[Mount(source=channel, target=CHANNEL_DIR, writable=False)],
             build_timeout_sec=r.build_timeout_sec,
             default_image=self.default_image,
             client=self.client,
@@ -48,6 +51,13 @@ class DeferredDockerSandbox:
         await self.inner.start()
         if r.kind == "local":
             await self.inner.upload(r.app_dir, "/app")
+
+    @property
+    def network(self) -> bool:
+        return self.request.network
+
+    def channel(self) -> tuple[Path, str] | None:
+        return self.inner.channel() if self.inner is not None else None  # type: ignore[attr-defined]
 
     def _started(self) -> Sandbox:
         if self.inner is None:

@@ -161,6 +161,14 @@ class LocalSandbox:
         """True when commands run inside bwrap; False in the no-isolation fallback."""
         return self._isolated
 
+    def channel(self) -> tuple[Path, str] | None:
+        """(host folder, the same folder inside) for a unix socket the sandbox's programs can
+        reach without network: a folder of the trial-private /tmp. None before start()."""
+        if self.root_dir is None or self._state != "running":
+            return None
+        host = self.root_dir / "tmp" / ".ahe-channel"
+        return host, ("/tmp/.ahe-channel" if self._isolated else str(host))
+
     async def start(self) -> None:
         if self._state != "new":
             raise SandboxError("this LocalSandbox was already started; make a new one per trial")

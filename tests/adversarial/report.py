@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "reliability.md"
 BEGIN, END = "<!-- adversarial:begin -->", "<!-- adversarial:end -->"
 ORDER = ["evolve agent", "code agent", "harness code", "harness code (Ray)", "harness code (docker sandbox)",
-         "mini-swe-agent harness code", "faults", "kills", "bad input", "secrets"]
+         "mini-swe-agent harness code", "command-line agent", "command-line agent (docker)", "faults", "kills",
+         "bad input", "secrets"]
 
 
 def collect(folder: Path) -> list[dict]:

@@ -58,6 +58,7 @@ class LoopEnv:
     on_round: Any = None  # called with each finished RoundRecord
     isolation: str = "auto"  # the confined worker's mode for the programmer (the rollout's isolation)
     backend: Any = None  # the agent backend (ahe.agents) that runs the programmer's harness; None = `ahe`
+    model_requests_per_turn: int = 4  # the user's cap at the gateway (config), per turn of the programmer
 
 
 def _children(folder: Path) -> list[Path]:
@@ -150,7 +151,8 @@ async def _session(env: LoopEnv, agent: Any, trace_dir: Path, message: str) -> A
         backend = env.backend or make_agent_backend("ahe")
         res = await backend.run(AgentRequest(harness=agent, instruction=message, trace_dir=trace_dir, client=env.client,
                                              sandbox=env.sandbox, isolation=env.isolation,  # type: ignore[arg-type]
-                                             wall_clock_sec=env.session_wall_sec))
+                                             wall_clock_sec=env.session_wall_sec,
+                                             model_requests_per_turn=env.model_requests_per_turn))
     else:
         res = await Session(agent, env.client, sandbox=env.sandbox, trace_dir=trace_dir,
                             wall_clock_sec=env.session_wall_sec).run(message)
