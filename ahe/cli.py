@@ -182,11 +182,13 @@ def evolve(
 def demo(
     directory: Path = typer.Argument(Path("runs/demo"), help="Folder for the demo (must be new)."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
+    backend: str = typer.Option("ahe", "--backend", help="The agent backend of the demo's harness: ahe (AHE's "
+                                "runtime) or mini-swe-agent (mini's own mini.yaml; the `mini` extra)."),
 ) -> None:
     """Run the whole loop offline on three bundled tasks with scripted MOCK models, then print the run folder."""
     from ahe.demo import run_demo
 
-    run_demo(directory, quiet=quiet)
+    run_demo(directory, quiet=quiet, backend=backend)
 
 
 @app.command()

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 import debugger
-from ahe.resources import example_tasks
+from ahe.resources import bundled, example_tasks
 
 DEBUGGER_POLICY = Path(debugger.__file__).resolve().parent / "mock_policy.yaml"
 
@@ -148,15 +148,77 @@ def variant_rules() -> list[dict]:
             for i, (t, a) in enumerate(steps, 1)]
 
 
+# ------------------------------------------------------------------ `ahe demo --backend mini-swe-agent`
+# The same story on a mini-swe-agent harness (examples/mini-swe-agent: mini's own mini.yaml): the
+# lesson goes into mini's system_template (kept), the strict rule into its instance_template
+# (rolled back: it predicted Z, and Y regresses). mini is not replayable, so no replay foresight.
+MINI_LESSON = "    Before you finish, compare your output byte for byte with the format the instructions specify.\n"
+MINI_PROMPT_LINE = "    You are a helpful assistant that can interact with a computer.\n"
+MINI_RULES_LINE = "    ## Command Execution Rules\n"
+MINI_STRICT = "Strict mode: do not overwrite configuration files you did not create."
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def _bash(command: str) -> dict:
+    return {"name": "bash", "arguments": {"command": command}}
+
+
+def mini_agent_policy(tasks: Path = TASKS) -> dict:
+    """The code agent's mock in mini's tool-call format (its `bash` tool, then its submit command)."""
+    solve = {t: (tasks / t / "solution" / "solve.sh").read_text() for t in (X, Y)}
+    title = {t: (tasks / t / "instruction.md").read_text().splitlines()[0] for t in (X, Y, Z)}
+    return {
+        "name": "demo code agent, mini-swe-agent's format (scripted MOCK)",
+        "rules": [
+            {"name": "X needs the lesson", "match": {"turn": 1, "first_user_contains": title[X], "system_contains": "byte for byte"},
+             "tool_calls": [_bash(solve[X])]},
+            {"name": "Y refused by the strict rule", "match": {"turn": 1, "first_user_contains": [title[Y], MINI_STRICT]},
+             "tool_calls": [_bash(SUBMIT)]},
+            {"name": "Y in one command", "match": {"turn": 1, "first_user_contains": title[Y]}, "tool_calls": [_bash(solve[Y])]},
+            {"name": "submit", "match": {"tools_include": "bash"}, "tool_calls": [_bash(SUBMIT)]},
+        ],
+        "default": {"reply": "I could not complete this task."},
+    }
+
+
+def mini_evolve_policy() -> dict:
+    """The evolve agent's mock for the mini harness: two edits of mini.yaml, each recorded."""
+    rules = evolve_policy()["rules"]
+    lesson, strict = rules[1]["tool_calls"][0]["arguments"], rules[4]["tool_calls"][0]["arguments"]
+    lesson = {**lesson, "component": "system_prompt", "kind": "improvement", "files": ["mini.yaml"],
+              "why_this_component": "A standing habit for every task: mini's system_template is read first in every session."}
+    strict = {**strict, "component": "system_prompt", "kind": "improvement", "files": ["mini.yaml"],
+              "summary": "Strict mode in the instance template: do not overwrite configuration files",
+              "targeted_fix": "A rule in mini's instance_template (the task's own message) against overwriting config/ files.",
+              "why_this_component": "mini has no middleware; the instance template is where its workflow rules live."}
+    steps = [("edit_file", {"path": "mini.yaml", "old_string": MINI_PROMPT_LINE, "new_string": MINI_PROMPT_LINE + MINI_LESSON}),
+             ("record_change", lesson),
+             ("edit_file", {"path": "mini.yaml", "old_string": MINI_RULES_LINE,
+                            "new_string": f"    {MINI_STRICT}\n\n" + MINI_RULES_LINE}),
+             ("record_change", strict),
+             ("finish", {"message": "Recorded a lesson in the system template and a strict rule in the instance template."})]
+    return {
+        "name": "demo evolve agent, mini-swe-agent harness (scripted MOCK)",
+        "rules": [{"match": {"first_user_contains": "Iteration 1.", "turn": i}, "tool_calls": [{"name": t, "arguments": a}]}
+                  for i, (t, a) in enumerate(steps, 1)],
+        "default": {"tool_calls": [{"name": "finish", "arguments": {"message": "No further changes this iteration."}}]},
+    }
+
+
+BACKENDS = ("ahe", "mini-swe-agent")
+
+
 def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_policy: dict | None = None,
-               variants: int = 1, explore_sources: list[str] | None = None) -> Path:
+               variants: int = 1, explore_sources: list[str] | None = None, backend: str = "ahe") -> Path:
     """Write the demo experiment (config + MOCK policies) into `directory`; returns the config path."""
+    mini = backend == "mini-swe-agent"
     directory.mkdir(parents=True, exist_ok=True)
     pol = directory / "policies"
     pol.mkdir(exist_ok=True)
     header = "# A scripted MOCK model for `ahe demo` — no real model is involved.\n"
-    (pol / "agent.yaml").write_text(header + yaml.safe_dump(agent_policy(), sort_keys=False, width=200))
-    evolve = evolve_policy()
+    (pol / "agent.yaml").write_text(header + yaml.safe_dump(mini_agent_policy() if mini else agent_policy(),
+                                                            sort_keys=False, width=200))
+    evolve = mini_evolve_policy() if mini else evolve_policy()
     if variants > 1:
         evolve["rules"] = variant_rules() + evolve["rules"]
     (pol / "evolve.yaml").write_text(header + yaml.safe_dump(evolve, sort_keys=False, width=200))
@@ -182,6 +244,8 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
         # step by step; the default policy (expected-value) is judged on the simulator's suite instead
         "attribution": {"strictness": "paper"},
     }
+    if mini:
+        config["seed_workspace"] = str(bundled("examples/mini-swe-agent"))
     if variants > 1:
         config["variants"] = variants
     if explore_sources:
@@ -192,12 +256,18 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
     return path
 
 
-def run_demo(directory: Path, *, quiet: bool = False) -> Path:
+def run_demo(directory: Path, *, quiet: bool = False, backend: str = "ahe") -> Path:
+    from ahe.errors import AheError
     from ahe.evolution.commands import evolve_command
 
+    if backend not in BACKENDS:
+        raise AheError(f"--backend: the demo runs on {' or '.join(BACKENDS)}, not {backend!r}")
     if directory.exists() and any(directory.iterdir()):
-        from ahe.errors import AheError
-
         raise AheError(f"{directory}: exists and is not empty; choose a new folder for the demo")
-    config = write_demo(directory)
+    if backend == "mini-swe-agent":
+        from ahe.agents.mini_backend import MISSING, mini_installed
+
+        if not mini_installed():
+            raise AheError(MISSING)
+    config = write_demo(directory, backend=backend)
     return evolve_command(config, resume=None, run_dir=directory / "run", overrides={}, quiet=quiet)

@@ -6,6 +6,7 @@ left out (they live in their own virtualenv, see bench/setup_peers.sh).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -43,6 +44,8 @@ def test_concurrency_smoke(tmp_path):
     assert row["sessions"] == 2 and row["runs"] == 1 and 0 < row["efficiency"] <= 1.01
 
 
+@pytest.mark.skipif(importlib.util.find_spec("minisweagent") is not None,
+                    reason="needs a Python without mini-swe-agent (the `mini` extra is installed here)")
 def test_a_failing_peer_says_why(tmp_path):
     """A peer that cannot run (here: this python, which lacks mini-swe-agent) is reported with
     its exit code and the tail of its stderr, not an empty "FAILED:"."""
@@ -118,3 +121,11 @@ def test_seal_smoke(tmp_path):
     data = run("bench_seal.py", tmp_path / "s.json", "--repeat", "1")
     assert data["tasks"] >= 1 and data["snapshot_kib"] > 0
     assert data["ms"]["seal (cold, run start)"]["median"] > 0
+
+
+@pytest.mark.bwrap
+@pytest.mark.skipif(importlib.util.find_spec("minisweagent") is None, reason="mini-swe-agent is not installed: pip install -e '.[mini]'")
+def test_backends_smoke(tmp_path):
+    data = run("bench_backends.py", tmp_path / "b.json", "--calls", "3", "--repeat", "1", "--shells", "local")
+    runs = data["runs"]
+    assert runs["direct|local"]["step"] and runs["backend|local"]["step"] and runs["backend|local"]["cpu"][0] > 0

@@ -59,6 +59,9 @@ class ConfinedSessionSpec:
     state: dict[str, Any] = field(default_factory=dict)
     min_turns: int | None = None  # the gate's smoke plan needs this many turns at least
     budget: GatewayBudget = field(default_factory=GatewayBudget)
+    # Another agent's loop instead of AHE's Session: `module:function` under ahe. (worker.py), e.g.
+    # an agent backend's (ahe.agents.mini_session:run); it reads its settings from the harness folder.
+    runner: str | None = None
 
 
 class WorkerError(InfrastructureError):
@@ -165,7 +168,8 @@ class ConfinedWorker:
                "wall_clock_sec": spec.wall_clock_sec, "working_directory": spec.working_directory,
                "prompt_variables": spec.prompt_variables, "session_id": spec.session_id, "state": spec.state,
                "min_turns": spec.min_turns, "sandbox": sandbox is not None, "role": getattr(client, "role", "agent"),
-               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES}
+               "model": getattr(client, "model", None), "trace_limit_bytes": jail.TRACE_LIMIT_BYTES,
+               "runner": spec.runner}
         job["direct_exec"] = self._offer_direct(sandbox)
         t0 = time.monotonic()
         self._sink = TraceSink(spec.trace_dir, 2 * jail.TRACE_LIMIT_BYTES)
@@ -322,24 +326,27 @@ class ConfinedWorker:
             self._dir = None
 
 
-async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto") -> str | None:
-    """None when the harness at `workspace` loads (in a worker, never here); else the loader's error."""
-    problem, _ = await describe_confined(workspace, mode, describe=False)
+async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto", *, runner: str | None = None) -> str | None:
+    """None when the harness at `workspace` loads (in a worker, never here); else the loader's error.
+    `runner`: another agent's loader (ConfinedSessionSpec.runner), asked the same way."""
+    problem, _ = await describe_confined(workspace, mode, describe=False, runner=runner)
     return problem
 
 
-async def describe_confined(workspace: Path, mode: ConfineMode = "auto", *,
-                            describe: bool = True) -> tuple[str | None, dict[str, Any] | None]:
+async def describe_confined(workspace: Path, mode: ConfineMode = "auto", *, describe: bool = True,
+                            runner: str | None = None) -> tuple[str | None, dict[str, Any] | None]:
     """(None, description) when the harness at `workspace` loads in a worker (ahe.runtime.describe:
     its tools, schemas, skills, middleware hooks, sub-agents as data); (the loader's error, None) else."""
     root = Path(workspace).resolve()
-    if not (root / "agent.yaml").is_file():  # as load_agent says it; no jail can bind a missing folder
+    if runner is None and not (root / "agent.yaml").is_file():  # as load_agent says it
         return f"{root / 'agent.yaml'}: not found — is {root} a harness workspace (a folder with agent.yaml)?", None
+    if not root.is_dir():  # no jail can bind a missing folder
+        return f"{root}: not a folder", None
     worker = await ConfinedWorker.launch(workspace, mode)
     try:
         reader, writer = await worker._connection()
         job = {"workspace": worker._cmd.workspace, "trace_dir": worker._cmd.trace_dir, "check": True,
-               "describe": describe}
+               "describe": describe, "runner": runner}
         gateway = ModelGateway(_NoClient())
         out = await worker._serve(reader, writer, job, gateway, None,
                                   ConfinedSessionSpec(instruction="", trace_dir=Path("."), wall_clock_sec=START_TIMEOUT_SEC))

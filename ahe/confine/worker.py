@@ -91,6 +91,12 @@ async def _main(socket_path: str) -> int:
     channel = await Channel.connect(socket_path)
     job = (await channel.call("hello"))["job"]
     trace_dir = Path(job["trace_dir"])
+    if job.get("runner"):  # another agent's loop (an agent backend's in-jail runner), same socket
+        done = await _run_other(job, channel, trace_dir)
+        done.setdefault("files", await asyncio.to_thread(_collect, trace_dir, _trace_limit(job)))
+        await channel.call("done", **done)
+        await channel.close()
+        return 0
     try:
         agent = load_agent(Path(job["workspace"]))
         if job.get("check"):  # only: does the harness load (and, asked, what is in it)? AHE never imports it
@@ -128,6 +134,33 @@ async def _main(socket_path: str) -> int:
     await channel.call("done", **done)
     await channel.close()
     return 0
+
+
+def _trace_limit(job: dict[str, Any]) -> int:
+    return int(job.get("trace_limit_bytes") or 32 << 20)
+
+
+async def _run_other(job: dict[str, Any], channel: Channel, trace_dir: Path) -> dict[str, Any]:
+    """The job names `module:function` (an agent backend's runner, e.g. mini-swe-agent's loop),
+    called as `await function(job, channel, trace_dir)`; it returns the `done` message (result
+    or failure). Named by the host, never by the harness: the worker imports AHE's code only."""
+    import importlib
+
+    name = str(job["runner"])
+    module, _, func = name.partition(":")
+    if not module.startswith("ahe.") or not func:
+        return {"failure": f"unknown session runner {name[:80]!r}"}
+    try:
+        runner = getattr(importlib.import_module(module), func)
+        if job.get("check"):
+            return await runner(job, channel, trace_dir)
+        syncing = asyncio.ensure_future(_sync_traces(channel, trace_dir, _trace_limit(job)))
+        try:
+            return await runner(job, channel, trace_dir)
+        finally:
+            syncing.cancel()
+    except Exception as exc:  # the runner's own failure: reported, not raised
+        return {"failure": f"{type(exc).__name__}: {exc}"[:2000]}
 
 
 def main() -> None:

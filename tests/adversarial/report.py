@@ -22,8 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "reliability.md"
 BEGIN, END = "<!-- adversarial:begin -->", "<!-- adversarial:end -->"
-ORDER = ["evolve agent", "code agent", "harness code", "harness code (Ray)", "harness code (docker sandbox)", "command-line agent",
-         "command-line agent (docker)", "faults", "kills", "bad input", "secrets"]
+ORDER = ["evolve agent", "code agent", "harness code", "harness code (Ray)", "harness code (docker sandbox)",
+         "mini-swe-agent harness code", "command-line agent", "command-line agent (docker)", "faults", "kills",
+         "bad input", "secrets"]
 
 
 def collect(folder: Path) -> list[dict]:
