@@ -47,6 +47,9 @@ async def backend_smoke_check(backend, root: Path, *, timeout_sec: float = 60,
         if result.stop_reason in (StopReason.infra_error, StopReason.wall_clock):
             report.errors.append(f"the {backend.name} session did not run to its end "
                                  f"({result.stop_reason.value}): {result.detail or 'no detail'}")
+        elif result.stop_reason == StopReason.middleware_stop:  # the harness's own code ended a session told to finish
+            report.errors.append(f"the harness's own code stopped the {backend.name} smoke session: "
+                                 f"{result.detail or 'no detail'}")
     except ConfigError as exc:
         report.errors.append(f"a session cannot start with this harness: {exc}")
     except Exception as exc:

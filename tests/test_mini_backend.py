@@ -236,6 +236,13 @@ def test_a_harness_class_that_fails_mid_session_is_that_trials_failure(tmp_path:
     assert traj["extra"]["detail"] == "mini-swe-agent raised RuntimeError: boom in step"
     claim = json.loads((_trial(tmp_path) / "trajectory.claimed.json").read_text())
     assert claim["agent"]["agent_class"] == "loops.boom.Boom"
+    assert result["stop_detail"] == "mini-swe-agent raised RuntimeError: boom in step"  # in result.json too
+    # and the gate's smoke session refuses such a change: the harness's own code ended it
+    from evolve_agent.backend_smoke import backend_smoke_check
+
+    report = asyncio.run(backend_smoke_check(harness_backend(harness), harness, trace_dir=tmp_path / "smoke"))
+    assert any("the harness's own code stopped the mini-swe-agent smoke session" in e and "boom in step" in e
+               for e in report.errors), report.errors
 
 
 def test_demo_backend_mistakes_are_one_sentence(monkeypatch, tmp_path: Path) -> None:

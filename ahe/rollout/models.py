@@ -80,6 +80,7 @@ class TrialResult(BaseModel):
     error_class: ErrorClass | None = None
     error: str | None = None
     stop_reason: str | None = None
+    stop_detail: str | None = None  # why the session stopped, in the agent's (or its middleware's) words
     turns: int = 0
     tool_calls: int = 0
     tool_errors: int = 0

@@ -89,6 +89,7 @@ def _take_session(result: TrialResult, sres) -> None:
     from ahe.runtime import StopReason
 
     result.stop_reason = sres.stop_reason.value
+    result.stop_detail = (sres.detail or "")[:1000] or None
     result.turns, result.tool_calls, result.tool_errors = sres.turns, sres.tool_calls, sres.tool_errors
     result.usage = sres.usage
     if sres.stop_reason == StopReason.infra_error:
