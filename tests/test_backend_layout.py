@@ -44,9 +44,11 @@ def _layout(run: Path, backend: str) -> set[str]:
         rel = str(p.relative_to(run))
         if rel.startswith("workspace/") or "/root/logs/" in rel:  # the harness itself; one file per command run
             continue
+        if "/corpus/_shared/" in rel:  # the system prompts the sessions sent: a CLI agent may send none
+            continue
         if p.name in extras or any(part in extras for part in Path(rel).parts[:-1]):
             continue
-        out.add(re.sub(r"system-[0-9a-f]{10}\.md$", "system-<hash>.md", rel))  # the prompt's hash names the file
+        out.add(rel)
     return out
 
 

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.xdist_group("wheel")  # one worker builds the one wheel (setuptools' build/ is shared)
 
 
 @pytest.fixture(scope="module")
