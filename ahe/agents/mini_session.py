@@ -17,6 +17,7 @@ is imported here, in the jail, never in AHE's process.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import subprocess
@@ -44,6 +45,17 @@ OBSERVATION_DEFAULT = ("{% if output.exception_info %}<exception>{{output.except
                        "<returncode>{{output.returncode}}</returncode>\n<output>\n{{output.output}}</output>")
 TEXT_ACTION_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
 TEXT_FORMAT_ERROR = "Please always provide EXACTLY ONE action in triple backticks, found {{actions|length}} actions."
+
+
+def _mini(module: str) -> Any:
+    """A module of mini-swe-agent (imported here, in the jail, only when a session needs it)."""
+    try:
+        return importlib.import_module(f"minisweagent.{module}" if module else "minisweagent")
+    except ImportError as exc:
+        from ahe.errors import ConfigError
+
+        raise ConfigError(f"mini-swe-agent is not installed ({exc}); install the extra: pip install 'ahe[mini]'") from None
+
 
 
 class ModelSettings(BaseModel):
@@ -76,7 +88,7 @@ class GatewayModel:
         self.llm = settings.llm_settings()
 
     def query(self, messages: list[dict], **kwargs: Any) -> dict:
-        from minisweagent.models.utils.actions_toolcall import BASH_TOOL
+        BASH_TOOL = _mini("models.utils.actions_toolcall").BASH_TOOL
 
         prepared = [{k: v for k, v in m.items() if k != "extra"} for m in messages]
         tools = None if self.textual else [BASH_TOOL]
@@ -85,7 +97,7 @@ class GatewayModel:
         usage = resp.usage.model_dump()
         cost = {"cost": float(resp.usage.cost_usd or 0.0)}
         finish = {"finish_reason": resp.finish_reason}
-        from minisweagent.exceptions import FormatError
+        FormatError = _mini("exceptions").FormatError
 
         try:
             actions = self._actions(resp, finish)
@@ -99,11 +111,11 @@ class GatewayModel:
 
     def _actions(self, resp: Any, finish: dict) -> list[dict]:
         if self.textual:
-            from minisweagent.models.utils.actions_text import parse_regex_actions
+            parse_regex_actions = _mini("models.utils.actions_text").parse_regex_actions
 
             return parse_regex_actions(resp.content or "", action_regex=self.config.action_regex,
                                        format_error_template=self.config.format_error_template, template_kwargs=finish)
-        from minisweagent.models.utils.actions_toolcall import parse_toolcall_actions
+        parse_toolcall_actions = _mini("models.utils.actions_toolcall").parse_toolcall_actions
 
         calls = [SimpleNamespace(id=tc.id, function=SimpleNamespace(name=tc.name, arguments=tc.raw_arguments))
                  for tc in resp.tool_calls]
@@ -111,17 +123,17 @@ class GatewayModel:
                                       template_kwargs=finish)
 
     def format_message(self, **kwargs: Any) -> dict:
-        from minisweagent.models.utils.openai_multimodal import expand_multimodal_content
+        expand_multimodal_content = _mini("models.utils.openai_multimodal").expand_multimodal_content
 
         return expand_multimodal_content(kwargs, pattern=self.config.multimodal_regex)
 
     def format_observation_messages(self, message: dict, outputs: list[dict], template_vars: dict | None = None) -> list[dict]:
         if self.textual:
-            from minisweagent.models.utils.actions_text import format_observation_messages
+            format_observation_messages = _mini("models.utils.actions_text").format_observation_messages
 
             return format_observation_messages(outputs, observation_template=self.config.observation_template,
                                                template_vars=template_vars, multimodal_regex=self.config.multimodal_regex)
-        from minisweagent.models.utils.actions_toolcall import format_toolcall_observation_messages
+        format_toolcall_observation_messages = _mini("models.utils.actions_toolcall").format_toolcall_observation_messages
 
         return format_toolcall_observation_messages(
             actions=message.get("extra", {}).get("actions", []), outputs=outputs,
@@ -187,8 +199,8 @@ def build(workspace: Path, working_directory: str, client: Any = None, loop: Any
     _check_templates(path, agent_cfg, model.config)
     if str(workspace) not in sys.path:
         sys.path.insert(0, str(workspace))  # the harness's own classes (agent_class, environment_class)
-    from minisweagent.agents import get_agent_class
-    from minisweagent.environments import get_environment_class
+    get_agent_class = _mini("agents").get_agent_class
+    get_environment_class = _mini("environments").get_environment_class
 
     env_class = str(env_cfg.pop("environment_class", "") or "local")
     if env_class in mc.BUILTIN_ENVIRONMENTS:  # the trial's sandbox is the environment
@@ -260,7 +272,7 @@ async def run(job: dict[str, Any], channel: Any, trace_dir: Path) -> dict[str, A
             return {"failure": str(exc), "config_error": True}
         return {"loaded": True}
     if job.get("sandbox"):
-        import minisweagent.environments.local as local
+        local = _mini("environments.local")
 
         sandbox = SandboxProxy(channel)
         if job.get("direct_exec"):  # commands straight to the sandbox's driver, as AHE's sessions do
@@ -276,7 +288,7 @@ async def run(job: dict[str, Any], channel: Any, trace_dir: Path) -> dict[str, A
 
 
 async def _run_agent(agent: Any, job: dict[str, Any], trace_dir: Path) -> dict[str, Any]:
-    import minisweagent
+    minisweagent = _mini("")
 
     session_id = job.get("session_id") or "mini"
     meta = {"name": "mini-swe-agent", "version": minisweagent.__version__,
