@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ahe.confine.conversation import tool_arguments
 from ahe.confine.gateway import read_conversation
 from ahe.runtime.trace import ATIF_VERSION
 
@@ -21,16 +22,6 @@ def _text(content: Any) -> str:
     if isinstance(content, list):  # content parts
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return "" if content is None else json.dumps(content)
-
-
-def _arguments(raw: Any) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    try:
-        value = json.loads(raw) if isinstance(raw, str) and raw else {}
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
 
 
 def atif_from_messages(messages: list[dict[str, Any]], *, session_id: str, source: str) -> dict[str, Any]:
@@ -50,7 +41,7 @@ def atif_from_messages(messages: list[dict[str, Any]], *, session_id: str, sourc
                 fn = (tc.get("function") if isinstance(tc, dict) else None) or {}
                 cid = str((tc or {}).get("id") or f"call_{len(steps) + 1}_{i}")
                 calls.append({"tool_call_id": cid, "function_name": str(fn.get("name") or "?"),
-                              "arguments": _arguments(fn.get("arguments"))})
+                              "arguments": tool_arguments(fn.get("arguments"))})
                 calls_at[cid] = step
             if calls:
                 step["tool_calls"] = calls

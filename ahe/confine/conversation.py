@@ -42,7 +42,8 @@ def _text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _arguments(raw: Any) -> Any:
+def tool_arguments(raw: Any) -> Any:
+    """A tool call's arguments as an object (the raw text kept under `_raw` when it is not one)."""
     if isinstance(raw, dict):
         return raw
     try:
@@ -113,7 +114,7 @@ class _Thread:
             extra["not_from_the_model"] = True
             if m.get("tool_calls"):
                 step["tool_calls"] = [{"tool_call_id": tc.get("id"), "function_name": (tc.get("function") or {}).get("name"),
-                                       "arguments": _arguments((tc.get("function") or {}).get("arguments"))}
+                                       "arguments": tool_arguments((tc.get("function") or {}).get("arguments"))}
                                       for tc in m["tool_calls"] if isinstance(tc, dict)]
         if role not in ("system", "user", "assistant"):
             extra["role"] = role
