@@ -7,7 +7,9 @@
   `<!-- seed:end -->` as it was at the base, present verbatim exactly once (text may be added
   around it);
 - the `backend` of harness.yaml (docs/backends.md): the agent that runs the harness is fixed for a
-  run; a harness another backend runs has no agent.yaml to protect;
+  run; a harness another backend runs has no agent.yaml to protect, but its backend names the
+  keys that play the llm block's part (`protected_keys`: e.g. a mini-swe-agent config's
+  model_kwargs, a command agent's llm and max_requests), which must stay as they were;
 - `.gitignore` (it decides what a commit can see) and anything under `.git/`;
 - nothing outside the workspace: no symlink that resolves outside the workspace folder.
 
@@ -64,6 +66,40 @@ def _backend(text: str | None) -> str | None:
     return value if isinstance(value, str) else repr(value)
 
 
+def _key_values(text: str | None, keys: list[str]) -> list[str]:
+    """Each dotted key's value in a YAML text, as canonical JSON ("<absent>" when missing)."""
+    import json
+
+    try:
+        data = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
+        return ["<unreadable>"] * len(keys)
+    out = []
+    for key in keys:
+        node: Any = data
+        for part in key.split("."):
+            node = node.get(part, "<absent>") if isinstance(node, dict) else "<absent>"
+        out.append(json.dumps(node, sort_keys=True, default=str))
+    return out
+
+
+def _protected_keys(read: Callable[[str], str | None]) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+    """Another backend's protected keys with their values at the base (`ahe`'s are the checks above)."""
+    text = read(HARNESS_FILE)
+    name = _backend(text)
+    if name is None or name == "ahe":
+        return ()
+    from ahe.agents import make_agent_backend
+    from ahe.errors import AheError
+
+    try:
+        settings = yaml.safe_load(text) or {}
+        keys = make_agent_backend(name).protected_keys({k: v for k, v in settings.items() if k != "backend"})
+    except (AheError, yaml.YAMLError, AttributeError):
+        return ()
+    return tuple((f, tuple(zip(ks, _key_values(read(f), ks)))) for f, ks in sorted(keys.items()))
+
+
 @dataclass(frozen=True)
 class BaseSnapshot:
     """What the protected parts looked like at the base commit."""
@@ -76,6 +112,8 @@ class BaseSnapshot:
     gitignore: str | None
     has_agent_file: bool = True  # False for a harness another agent backend runs (no agent.yaml)
     backend: str | None = None  # harness.yaml's backend at the base (None: no harness.yaml)
+    # another backend's protected keys: file -> {dotted key: its value at the base}
+    protected_keys: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
     @classmethod
     def from_reader(cls, read: Callable[[str], str | None]) -> "BaseSnapshot":
@@ -99,6 +137,7 @@ class BaseSnapshot:
             gitignore=read(".gitignore"),
             has_agent_file=raw is not None,
             backend=_backend(read(HARNESS_FILE)),
+            protected_keys=_protected_keys(read),
         )
 
     @classmethod
@@ -161,6 +200,16 @@ class BaseSnapshot:
             return self.check_agent_yaml(text)
         if rel == self.system_prompt:
             return self.check_prompt(text)
+        for name, keys in self.protected_keys:
+            if rel == name:
+                values = _key_values(text, [k for k, _ in keys])
+                changed = [k for (k, before), now in zip(keys, values) if now != before]
+                if changed:
+                    return (f"{', '.join(changed)} in {rel} {'is' if len(changed) == 1 else 'are'} protected for the "
+                            f"{self.backend} backend (the base model's settings and budget stay fixed); leave "
+                            f"{'it' if len(changed) == 1 else 'them'} as at the base")
+                if rel != HARNESS_FILE:
+                    return None
         if rel == HARNESS_FILE:
             if self.backend is None and text is None:
                 return None
@@ -190,7 +239,7 @@ class BaseSnapshot:
             return _safe_text(p, root)
 
         errors += config_path_problems(root)
-        targets = {AGENT_FILE, self.system_prompt, ".gitignore", HARNESS_FILE}
+        targets = {AGENT_FILE, self.system_prompt, ".gitignore", HARNESS_FILE} | {n for n, _ in self.protected_keys}
         for rel in sorted(targets):
             problem = self.check_file(rel, read(rel))
             if problem:

@@ -168,3 +168,28 @@ def test_replay_foresight_says_a_non_replayable_backend_is_not_replayed(tmp_path
     repo = _echo_repo(tmp_path)
     assert "echo backend's recorded steps cannot be re-run" in _backend_not_replayable(repo.path)
     assert _backend_not_replayable(ROOT / "harness_workspace") is None
+
+
+@pytest.mark.parametrize("harness,file,key,value", [
+    (ROOT / "examples" / "mini-swe-agent", "mini.yaml", "model.model_kwargs", {"temperature": 1.5}),
+    (ROOT / "examples" / "mini-swe-agent", "harness.yaml", "config", "other.yaml"),
+    (ROOT / "tests" / "fixtures" / "command_agent" / "harness", "harness.yaml", "max_requests", 100000),
+])
+def test_another_backends_protected_keys_refuse_an_edit(harness: Path, file: str, key: str, value) -> None:
+    """The keys that play agent.yaml's llm block's part for another backend stay as at the base."""
+    import yaml
+
+    from evolve_agent.protected import BaseSnapshot
+
+    read = lambda rel: (harness / rel).read_text() if (harness / rel).is_file() else None  # noqa: E731
+    base = BaseSnapshot.from_reader(read)
+    assert base.check_tree(harness) == []
+    data = yaml.safe_load(read(file))
+    node = data
+    *parents, last = key.split(".")
+    for part in parents:
+        node = node[part]
+    node[last] = value
+    problem = base.check_file(file, yaml.safe_dump(data))
+    assert problem is not None and f"{key} in {file} is protected for the {base.backend} backend" in problem
+    assert base.check_file(file, read(file)) is None  # unchanged: fine

@@ -87,6 +87,11 @@ class AgentBackend(Protocol):
         """Run one session; never raises for the agent's own failures (they are a stop reason)."""
         ...
 
+    def protected_keys(self, settings: dict[str, Any]) -> dict[str, list[str]]:
+        """What an evolve edit may not change, given harness.yaml's own keys (`settings`): file →
+        dotted key paths (the base model's sampling, the request budget), like agent.yaml's llm block."""
+        ...
+
     def smoke_policy(self, harness: Path) -> dict[str, Any]:
         """A scripted MOCK policy (ahe.testing) that drives one short session of this harness to
         its end: the gate's smoke check runs it (`ahe`'s own gate plans every tool call instead)."""
@@ -121,6 +126,9 @@ class BackendBase:
     name = "?"
     summary = ""
     replayable = False
+
+    def protected_keys(self, settings: dict[str, Any]) -> dict[str, list[str]]:
+        return {}
 
     def smoke_policy(self, harness: Path) -> dict[str, Any]:
         return {"name": f"{self.name} smoke (MOCK)", "rules": [], "default": {"reply": "MOCK smoke session: done"}}

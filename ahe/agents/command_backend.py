@@ -58,6 +58,10 @@ class CommandBackend(BackendBase):
     summary = "any command-line agent (AGENTS.md, skills, hooks, settings...) run in the sandbox behind the gateway"
     replayable = False  # its tools are the CLI's own: recorded tool calls cannot be re-run against it
 
+    def protected_keys(self, settings: dict[str, Any]) -> dict[str, list[str]]:
+        # the sampling the gateway passes on, the request budget and the model asked for stay the user's
+        return {"harness.yaml": ["llm", "max_requests", "model"]}
+
     def components(self, harness: Path) -> list[Component]:
         return command_components(Path(harness))
 

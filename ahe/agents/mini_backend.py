@@ -38,6 +38,12 @@ class MiniBackend(AheBackend):
     summary = "mini-swe-agent's agent loop on its own config YAML (templates, limits, environment settings)"
     replayable = False  # replay foresight re-runs AHE middleware over recorded calls; mini has none
 
+    def protected_keys(self, settings: dict[str, Any]) -> dict[str, list[str]]:
+        # which config is read, and the model's sampling and class (the base model stays fixed)
+        config = settings.get("config") if isinstance(settings.get("config"), str) else "mini.yaml"
+        return {"harness.yaml": ["config"],
+                config: ["model.model_kwargs", "model.model_name", "model.model_class"]}
+
     def components(self, harness: Path) -> list[Component]:
         return mini_components(Path(harness))
 
