@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from ahe.llm.types import RoleConfig
 from ahe.rollout.scheduler import RolloutConfig, run_rollouts
 from evolve_agent.testing import call, scripted_rules
 from tests.adversarial.record import Tally
+from tests.adversarial.probes import alive_with as _alive_with
 from tests.conftest import SEED, write_files
 
 pytestmark = pytest.mark.bwrap
@@ -27,18 +27,6 @@ pytestmark = pytest.mark.bwrap
 
 def sh(command: str, timeout: int = 60, **kw) -> tuple:
     return call("run_shell_command", command=command, timeout=timeout, **kw)
-
-
-def _alive_with(marker: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes():
-                    pids.append(int(p.name))
-            except OSError:
-                pass
-    return pids
 
 
 async def test_code_agent_attacks_are_refused_or_survived(tmp_path, mock_llm):

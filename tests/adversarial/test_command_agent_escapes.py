@@ -6,7 +6,6 @@ everything it asked the gateway outside chat completions recorded as refused."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,33 +18,14 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.record import Tally
+from tests.adversarial.probes import alive_with as _alive_with
+from tests.adversarial.probes import tree_hash as _tree_hash
 from tests.conftest import REPO, write_files
 from tests.docker_support import docker_engine  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.bwrap
 ATTACK = REPO / "tests" / "fixtures" / "command_agent" / "attack"
 LAYER = "command backend: the CLI in the trial's sandbox (no network) + the gateway's OpenAI face"
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-def _alive_with(marker: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes():
-                    pids.append(int(p.name))
-            except OSError:
-                pass
-    return pids
 
 
 def test_a_hostile_cli_agent_reaches_the_gateway_and_nothing_else(tmp_path: Path) -> None:

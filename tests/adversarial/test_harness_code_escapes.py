@@ -9,7 +9,6 @@ the confined worker (docs/confinement.md): each attempt must be refused, pass@1 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -23,6 +22,8 @@ import pytest
 import yaml
 
 from tests.adversarial.record import Tally
+from tests.adversarial.probes import alive_with as _alive_with
+from tests.adversarial.probes import tree_hash as _tree_hash
 from tests.conftest import REPO, SEED, write_files
 from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
 from tests.ray_support import ray_cluster  # noqa: F401  (fixture)
@@ -30,27 +31,6 @@ from tests.ray_support import ray_cluster  # noqa: F401  (fixture)
 pytestmark = pytest.mark.bwrap
 ATTACK = REPO / "tests" / "fixtures" / "attack_middleware" / "attack.py"
 LAYER = "confined worker (bwrap) + model gateway"
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-def _alive_with(marker: str) -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                if marker.encode() in (p / "cmdline").read_bytes():
-                    pids.append(int(p.name))
-            except OSError:
-                pass
-    return pids
 
 
 def _attack_workspace(dest: Path, **params) -> Path:

@@ -9,19 +9,18 @@ confined worker, so pass@1 stays what the agent earns and the task folders stay 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
 
 from ahe.demo import TASKS, X, Y, Z, write_demo
 from tests.adversarial.record import Tally
+from tests.adversarial.probes import tree_hash as _tree_hash
 
 pytestmark = pytest.mark.bwrap
 
@@ -51,15 +50,6 @@ class StrictMode(Middleware):
         session.note("attack", rewritten=rewritten, read=read, pid=os.getpid())
         return None
 '''
-
-
-def _tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(str(p.relative_to(root)).encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 def test_a_kept_verifier_rewriting_middleware_cannot_fake_the_score(tmp_path):
