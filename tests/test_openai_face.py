@@ -9,7 +9,10 @@ import json
 import os
 from pathlib import Path
 
-import httpx
+try:
+    import httpx2 as httpx  # the openai SDK's own transport (this project pins an SDK built on httpx2)
+except ImportError:
+    import httpx
 import openai
 import pytest
 
