@@ -20,7 +20,8 @@ import pytest
 from tests.adversarial.record import Tally
 from tests.adversarial.probes import alive_with as _alive_with
 from tests.adversarial.probes import tree_hash as _tree_hash
-from tests.conftest import REPO, write_files
+from tests.adversarial.probes import unsolved_tasks
+from tests.conftest import REPO
 from tests.docker_support import docker_engine  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.bwrap
@@ -49,15 +50,7 @@ def _attack(tmp_path: Path, where: str, extra: list[str], task_files: dict[str, 
     listener.listen(1)
     listener.settimeout(0.2)
     victim = subprocess.Popen(["sleep", "300"])
-    tasks = write_files(tmp_path / "tasks", {
-        f"unsolved-{i}/{name}": text for i in (1, 2) for name, text in {
-            "task.toml": f'[task]\nname = "unsolved-{i}"\n[agent]\ntimeout_sec = 120\n',
-            "instruction.md": "Write ok to /app/out.txt.\n",
-            "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
-                             "grep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
-            "solution/solve.sh": "#!/bin/bash\necho ok > /app/out.txt\n",
-            **task_files,
-        }.items()})
+    tasks = unsolved_tasks(tmp_path / "tasks", task_files)
     out = tmp_path / "out"
     out.mkdir()
     harness = tmp_path / "harness"

@@ -24,7 +24,8 @@ import yaml
 from tests.adversarial.record import Tally
 from tests.adversarial.probes import alive_with as _alive_with
 from tests.adversarial.probes import tree_hash as _tree_hash
-from tests.conftest import REPO, SEED, write_files
+from tests.adversarial.probes import unsolved_tasks
+from tests.conftest import REPO, SEED
 from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
 from tests.ray_support import ray_cluster  # noqa: F401  (fixture)
 
@@ -68,16 +69,7 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     listener.listen(1)
     listener.settimeout(0.2)
     victim = subprocess.Popen(["sleep", "300"])
-    tasks = write_files(tmp_path / "tasks", {
-        f"unsolved-{i}/{name}": text for i in (1, 2) for name, text in {
-            "task.toml": f'[task]\nname = "unsolved-{i}"\n[agent]\ntimeout_sec = 120\n',
-            "instruction.md": "Write ok to /app/out.txt.\n",
-            "tests/test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n"
-                             "grep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
-            "tests/test_outputs.py": f"# hidden {secret[:8]}\n",
-            "solution/solve.sh": "#!/bin/bash\necho ok > /app/out.txt\n",
-            **(task_files or {}),
-        }.items()})
+    tasks = unsolved_tasks(tmp_path / "tasks", task_files, hidden_test=f"# hidden {secret[:8]}\n")
     out = tmp_path / "out"
     out.mkdir()
     ws = _attack_workspace(tmp_path / "harness", tasks_dir=str(tasks), run_dir=str(out), ahe_pid=os.getpid(),
