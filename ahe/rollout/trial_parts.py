@@ -50,10 +50,16 @@ class TrialContext:
     def expect(self, specs: list[TrialSpec]) -> None:
         """These trials start later: their backends may warm workers for them."""
         counts: dict[str, tuple[TrialSpec, int]] = {}
+        names: dict[tuple[str, str | None], str | None] = {}  # harness.yaml read once per harness, not per trial
         for spec in specs:
-            try:
-                key = backend_name(spec.workspace, spec.agent_backend)
-            except AheError:  # the trial itself reports it
+            where = (str(spec.workspace), spec.agent_backend)
+            if where not in names:
+                try:
+                    names[where] = backend_name(spec.workspace, spec.agent_backend)
+                except AheError:  # the trial itself reports it
+                    names[where] = None
+            key = names[where]
+            if key is None:
                 continue
             first, n = counts.get(key, (spec, 0))
             counts[key] = (first, n + 1)
