@@ -37,7 +37,7 @@ from evolve_agent.leakage import LeakIndex, added_lines
 from ahe.harness.manifest import ChangeEntry, Manifest
 from evolve_agent.protected import BaseSnapshot
 from evolve_agent.smoke import smoke_check
-from evolve_agent.workspace_load import load_problem, purge_pycache
+from evolve_agent.workspace_load import load_problem, probe_problem, purge_pycache
 
 log = logging.getLogger(__name__)
 
@@ -169,27 +169,44 @@ class Gate:
             errors.append("the change touches .git")
         warnings: list[str] = []
         backend, backend_err = self._backend_of(tree)
-        load_err = backend_err or (load_problem(tree) if backend is None else await backend.load_problem(tree))
-        if load_err:
-            errors.append(f"the workspace does not load: {load_err}")
-        elif self.smoke:
-            trace = self.trace_dir / label if self.trace_dir else None
-            if trace is not None and trace.exists():
-                shutil.rmtree(trace, ignore_errors=True)
-            if backend is None:
-                report = await smoke_check(tree, url=self.smoke_url, timeout_sec=self.smoke_timeout_sec, trace_dir=trace)
-            else:
-                from evolve_agent.backend_smoke import backend_smoke_check
-
-                report = await backend_smoke_check(backend, tree, timeout_sec=self.smoke_timeout_sec, trace_dir=trace)
-            errors += [f"smoke: {e}" for e in report.errors]
-            warnings += [f"smoke: {w}" for w in report.warnings]
-        elif backend is not None:
-            await backend.aclose()
+        if backend_err:
+            errors.append(f"the workspace does not load: {backend_err}")
+        else:
+            more, warnings = await self._load_and_smoke(tree, backend, label)
+            errors += more
         if self.leaks is not None:
             diff = self.repo.repo.git.show(commit, "--format=", "--no-color", "--no-ext-diff", "--unified=0")
             errors += [f.message() for f in self.leaks.lint(added_lines(diff))]
         return errors, warnings
+
+    async def _load_and_smoke(self, tree: Path, backend: object | None, label: str) -> tuple[list[str], list[str]]:
+        """(errors, warnings) of loading the candidate and, when on, its smoke session. For an `ahe`
+        harness the smoke session's worker is the load check (one worker, not two)."""
+        if backend is None:
+            if not self.smoke:
+                return _not_loading(load_problem(tree)), []
+            problem = probe_problem(tree)
+            report = None if problem else await smoke_check(
+                tree, url=self.smoke_url, timeout_sec=self.smoke_timeout_sec, trace_dir=self._fresh_trace(label))
+            problem = problem or report.load_problem
+        else:
+            problem = await backend.load_problem(tree)
+            if problem or not self.smoke:
+                await backend.aclose()
+                return _not_loading(problem), []
+            from evolve_agent.backend_smoke import backend_smoke_check
+
+            report = await backend_smoke_check(backend, tree, timeout_sec=self.smoke_timeout_sec,
+                                               trace_dir=self._fresh_trace(label))
+        if problem:
+            return _not_loading(problem), []
+        return [f"smoke: {e}" for e in report.errors], [f"smoke: {w}" for w in report.warnings]
+
+    def _fresh_trace(self, label: str) -> Path | None:
+        trace = self.trace_dir / label if self.trace_dir else None
+        if trace is not None and trace.exists():
+            shutil.rmtree(trace, ignore_errors=True)
+        return trace
 
     def _backend_of(self, tree: Path) -> tuple[object | None, str | None]:
         """(None, None) for an `ahe` harness (today's checks); (backend, None) for another agent
@@ -314,3 +331,7 @@ async def _gate_one(gate: Gate, repo: HarnessRepo, entry: ChangeEntry, repair: R
     redo.gate_errors = first + [f"attempt 2 ({redo.commit[:10]}): {e}" for e in errors2] + redo.gate_errors  # type: ignore[index]
     redo.gate_warnings = warnings2
     return redo
+
+
+def _not_loading(problem: str | None) -> list[str]:
+    return [f"the workspace does not load: {problem}"] if problem else []

@@ -41,6 +41,7 @@ class SmokeReport:
     warnings: list[str] = field(default_factory=list)
     exercised: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     stop_reason: str | None = None
+    load_problem: str | None = None  # set when the workspace did not load in its worker (no session ran)
 
 
 # ---------------------------------------------------------------------- arguments
@@ -224,7 +225,8 @@ def _plan_length(agent: Any, token: str) -> int:
 # ---------------------------------------------------------------------- the session
 async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float = 60,
                       trace_dir: Path | None = None) -> SmokeReport:
-    """Load the workspace at `root` and run one smoke session; the caller checks loading first."""
+    """Load the workspace at `root` in a worker and run one smoke session. The load is the check:
+    a workspace that does not load sets `load_problem` (the caller runs `probe_problem` first)."""
     from ahe.errors import ConfigError
     from ahe.llm import make_client
     from ahe.llm.types import RoleConfig
@@ -233,9 +235,13 @@ async def smoke_check(root: Path, *, url: str | None = None, timeout_sec: float 
     from ahe.testing import MockLLMServer, Policy
 
     report = SmokeReport()
-    problem, description = await describe_confined(root, "auto")  # loaded in a worker, never here
+    try:
+        problem, description = await describe_confined(root, "auto")  # loaded in a worker, never here
+    except Exception as exc:  # the worker could not even start: say so, never pass the change
+        problem, description = f"the harness could not be loaded in a confined worker: {type(exc).__name__}: {exc}", None
     if problem or description is None:
-        report.errors.append(f"the workspace does not load: {problem or 'its worker described nothing'}")
+        report.load_problem = problem or "its worker described nothing"
+        report.errors.append(f"the workspace does not load: {report.load_problem}")
         return report
     agent = AgentView(description)
     report.errors += agent.signature_problems()

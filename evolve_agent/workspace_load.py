@@ -18,13 +18,10 @@ def purge_pycache(root: Path) -> None:
             dirnames.remove("__pycache__")
 
 
-def load_problem(root: Path) -> str | None:
-    """None when the workspace loads as its backend loads it; else the loader's one-line error."""
-    import asyncio
-    import concurrent.futures
-
+def probe_problem(root: Path) -> str | None:
+    """The checks before a worker loads the workspace: harness.yaml names a backend, and for an
+    `ahe` harness importing its code does not act outside it (a jail watches). None when both hold."""
     from ahe.agents import backend_name
-    from ahe.agents.checks import load_problem as confined_load_problem
     from ahe.errors import AheError
 
     purge_pycache(root)  # a stale .pyc of a same-size edit in the same second must not be used
@@ -39,6 +36,20 @@ def load_problem(root: Path) -> str | None:
         if acts:
             return ("importing the workspace's code acts outside the workspace, which is refused: "
                     + "; ".join(acts[:5]))
+    return None
+
+
+def load_problem(root: Path) -> str | None:
+    """None when the workspace loads as its backend loads it; else the loader's one-line error."""
+    import asyncio
+    import concurrent.futures
+
+    from ahe.agents.checks import load_problem as confined_load_problem
+    from ahe.errors import AheError
+
+    problem = probe_problem(root)
+    if problem:
+        return problem
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # callable inside and outside an event loop
         try:
             return pool.submit(asyncio.run, confined_load_problem(root)).result()

@@ -229,15 +229,16 @@ async def validate(root: Path, seed: Path) -> list[str]:
     """The validation gate's checks on a composed folder: protected parts, loading, smoke session."""
     from evolve_agent.protected import BaseSnapshot
     from evolve_agent.smoke import smoke_check
-    from evolve_agent.workspace_load import load_problem
+    from evolve_agent.workspace_load import probe_problem
 
     def read(rel: str) -> str | None:
         f = Path(seed) / rel
         return f.read_text(encoding="utf-8") if f.is_file() else None
 
     errors = BaseSnapshot.from_reader(read).check_tree(root)
-    problem = load_problem(root)
+    problem = probe_problem(root)
+    report = None if problem else await smoke_check(root)  # its worker's load is the load check
+    problem = problem or (report.load_problem if report else None)
     if problem:
         return errors + [f"the workspace does not load: {problem}"]
-    report = await smoke_check(root)
     return errors + [f"smoke: {e}" for e in report.errors]
