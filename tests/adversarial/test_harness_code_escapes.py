@@ -54,13 +54,17 @@ def test_harness_code_attacks_are_refused_on_ray(tmp_path, ray_cluster):
 
 @pytest.mark.docker
 def test_harness_code_attacks_are_refused_with_the_docker_sandbox(tmp_path, docker_engine, base_image):
-    """The worker stays in its bwrap jail on the host; the task's container is reached only through
-    the sandbox channel (running the worker inside the container is not built: docs/confinement.md)."""
+    """The worker runs in a container of its own beside the task's (docs/confinement.md): no network,
+    its own pid namespace, a uid of its own; the task's container is reached only through the sandbox
+    channel."""
     _attack_under_eval(tmp_path, ["--sandbox", "docker"], "docker sandbox",
-                       {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"})
+                       {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"},
+                       layer="confined worker (its own container) + model gateway")
 
 
-def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None) -> None:
+def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None,
+                       layer: str = LAYER) -> None:
+    LAYER = layer  # noqa: N806 - the layer the tally names
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-left-behind-{tag}"
@@ -97,11 +101,16 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     results = json.loads(proc.stdout)
 
     notes: dict[str, list[dict]] = {}
+    ran_in: list[str] = []
     for events in out.rglob("events.jsonl"):
         for line in events.read_text().splitlines():
             ev = json.loads(line)
             if ev.get("type") == "attack":
                 notes.setdefault(ev["name"], []).append(ev)
+            elif ev.get("type") == "where":
+                ran_in.append(ev["pid1"])
+    expected_init = "docker-init" if "container" in LAYER else "bwrap"
+    assert len(ran_in) == 2 and all(expected_init in p for p in ran_in), ran_in
     run_files = [p for p in out.rglob("*") if p.is_file()]
 
     tally = Tally("harness code" if where == "local" else f"harness code ({where})")
@@ -113,7 +122,8 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
               attempts=len(evs), note=evs[0]["detail"][:80])
     tally("signal AHE and a host process", victim_alive and not any(e["got_through"] for e in notes["signal AHE and a host process"]),
           LAYER + ": own pid namespace", attempts=2)
-    tally("leave a process behind", not left, LAYER + ": the jail's pid namespace ends with the session", attempts=2)
+    ends = "the container ends with the session" if "container" in LAYER else "the jail's pid namespace ends with the session"
+    tally("leave a process behind", not left, f"{LAYER}: {ends}", attempts=2)
     tally("open a network connection", not connected, LAYER + ": no network namespace", attempts=2)
     tally("task folders byte-identical after the run", _tree_hash(tasks) == before, LAYER, attempts=2)
     tally("pass@1 stays honest (the agent solves nothing)", results["pass_at_1"] == 0.0 and results["infra_errors"] == 0,

@@ -1,0 +1,158 @@
+"""The confined worker in a container of its own beside a docker sandbox (ahe/confine/container.py).
+
+A real Docker engine (tests/docker_support.py), images built offline, the scripted MOCK model over
+HTTP. The worker's interpreter comes through the host's own dynamic loader, so it must start in an
+image with no libc at all, in the busybox base and in a musl one; the task's container must show
+nothing of it; an engine it cannot run on is one sentence.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ahe.confine import container
+from ahe.confine.host import ConfinedSessionSpec, describe_confined, run_confined_session, worker_mode
+from ahe.runtime.results import StopReason
+from tests.conftest import SEED
+from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.docker
+MUSL_LOADER = Path("/lib/ld-musl-x86_64.so.1")
+
+
+def _import_image(client, tag: str, files: dict[str, bytes], links: dict[str, str]) -> str:
+    """An image made of exactly `files` and `links` (and the folders they need), no registry."""
+    buf = io.BytesIO()
+    dirs = {"tmp", "dev", "proc", "sys", "etc", "root"}
+    for path in [*files, *links]:
+        parent = os.path.dirname(path)
+        while parent:
+            dirs.add(parent)
+            parent = os.path.dirname(parent)
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in sorted(dirs):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o700 if d == "root" else 0o755
+            tar.addfile(info)
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+        for path, target in links.items():
+            info = tarfile.TarInfo(path)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    repo, _, version = tag.partition(":")
+    client.api.import_image_from_data(buf.getvalue(), repository=repo, tag=version)
+    return tag
+
+
+def _images(client, base: str) -> dict[str, str]:
+    """No libc at all; AHE's busybox base; a musl root (Alpine's layout) when musl is installed here."""
+    out = {"empty": _import_image(client, "ahe-test-empty:1", {"etc/os-release": b"ID=empty\n"}, {}),
+           "busybox": base}
+    if MUSL_LOADER.exists():
+        busybox = Path(shutil.which("busybox") or "/bin/busybox").read_bytes()
+        out["musl"] = _import_image(
+            client, "ahe-test-musl:1",
+            {"lib/ld-musl-x86_64.so.1": MUSL_LOADER.resolve().read_bytes(), "bin/busybox": busybox,
+             "etc/os-release": b"ID=alpine\n"},
+            {"bin/sh": "/bin/busybox", "lib/libc.musl-x86_64.so.1": "ld-musl-x86_64.so.1"})
+    return out
+
+
+def test_the_worker_starts_through_the_hosts_loader_in_any_image(docker_engine, base_image, monkeypatch):
+    images = _images(docker_engine, base_image)
+    for name, image in images.items():
+        monkeypatch.setattr(container, "worker_image", lambda client, image=image: image)
+        problem, description = _run(describe_confined(SEED, "docker"))
+        assert problem is None, f"{name}: {problem}"
+        assert description and description["tools"], name
+    assert "musl" in images or not MUSL_LOADER.exists()
+
+
+def _run(coro):
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+def test_an_engine_of_another_architecture_is_one_sentence(docker_engine, monkeypatch):
+    info = docker_engine.info()
+    monkeypatch.setattr(container, "_check_engine_cached", container._check_engine_cached.__wrapped__)
+    monkeypatch.setattr(type(docker_engine), "info", lambda self: {**info, "Architecture": "aarch64"})
+    with pytest.raises(container.ContainerUnfit) as err:
+        _run(describe_confined(SEED, "docker"))
+    text = str(err.value)
+    assert "aarch64" in text and "--sandbox docker" in text and "architecture" in text and "\n" not in text
+    from ahe.errors import AheError
+    from ahe.tasks.sandboxes import ready_backend
+
+    with pytest.raises(AheError) as err:  # and a run stops at its start, before any trial
+        ready_backend("docker", "auto")
+    assert str(err.value) == text
+
+
+PROBE_MW = '''
+import os
+from ahe.runtime import Middleware
+
+class Where(Middleware):
+    async def before_session(self, session):
+        pid1 = open("/proc/1/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+        nets = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+        session.note("where", pid1=pid1, uid=os.getuid(), nets=nets, tests=os.path.exists("/tests"),
+                     app=os.listdir("/app") if os.path.isdir("/app") else [], home=os.path.exists(os.path.expanduser("~root/.bashrc")))
+'''
+# What the agent's own commands in the task's container can find of the worker: nothing.
+LOOK = ("for p in /run/ahe /opt/ahe /opt/ahe-py /opt/ahe-lib /workspace /trace; do [ -e $p ] && echo FOUND $p; done; "
+        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'ahe[.]confine[.]worker'; echo end")
+
+
+def _probe_workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    shutil.copytree(SEED, ws)
+    (ws / "middleware").mkdir()
+    (ws / "middleware" / "where.py").write_text(PROBE_MW)
+    cfg = yaml.safe_load((ws / "agent.yaml").read_text())
+    cfg["middleware"] = [{"binding": "middleware.where:Where"}]
+    (ws / "agent.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return ws
+
+
+async def test_the_worker_runs_in_its_own_container_and_the_tasks_container_shows_nothing_of_it(
+        tmp_path, docker_engine, base_image, mock_llm):
+    from ahe.sandbox.docker import DockerSandbox
+
+    policy = {"name": "look (MOCK)", "rules": [
+        {"name": "end", "match": {"turn_min": 2}, "reply": "Done."},
+        {"name": "look", "match": {}, "tool_calls": [{"name": "run_shell_command", "arguments": {"command": LOOK}}]}]}
+    sandbox = DockerSandbox(base_image, client=docker_engine)
+    await sandbox.start()
+    try:
+        mode = worker_mode("auto", sandbox)
+        res = await run_confined_session(_probe_workspace(tmp_path), ConfinedSessionSpec(
+            instruction="go", trace_dir=tmp_path / "t"), mock_llm(policy).client(), sandbox, mode=mode)
+    finally:
+        await sandbox.stop()
+    assert mode == "docker" and res.stop_reason == StopReason.no_tool_call, res.detail
+    events = [json.loads(x) for x in (tmp_path / "t" / "events.jsonl").read_text().splitlines()]
+    where = next(e for e in events if e.get("type") == "where")
+    assert "docker-init" in where["pid1"]  # a container of its own, not the host's bwrap
+    assert where["nets"] == ["lo"] and not where["tests"] and where["app"] == [] and not where["home"]
+    assert where["uid"] == (container.WORKER_UID if os.geteuid() == 0 else os.getuid())
+    traj = json.loads((tmp_path / "t" / "trajectory.json").read_text())
+    seen = [r["content"] for s in traj["steps"] for r in (s.get("observation") or {}).get("results", [])]
+    output = "\n".join(seen)
+    assert "end" in output and "FOUND" not in output, output
+    assert "\n0\nend" in output, output  # no worker process among the task's
+    left = docker_engine.api.containers(all=True, filters={"label": f"{container.LABEL_WORKER}=1"})
+    assert not [c for c in left if c["Labels"].get("ahe.owner_pid") == str(os.getpid())]
