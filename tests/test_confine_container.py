@@ -76,7 +76,6 @@ def test_the_worker_starts_through_the_hosts_loader_in_any_image(docker_engine, 
         problem, description = _run(describe_confined(SEED, "docker"))
         assert problem is None, f"{name}: {problem}"
         assert description and description["tools"], name
-    assert "musl" in images or not MUSL_LOADER.exists()
 
 
 def _run(coro):
