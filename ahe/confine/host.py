@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ahe.confine import jail
-from ahe.confine.conversation import CLAIM_FILE, attach_claimed_metadata, trajectory_from_conversation
+from ahe.confine.conversation import (
+    CLAIM_FILE, attach_claimed_metadata, sub_agent_trajectories, trajectory_from_conversation,
+)
 from ahe.confine.gateway import CONVERSATION_FILE, GatewayBudget, ModelGateway
 from ahe.confine.sandbox_ops import serve_sandbox_op
 from ahe.confine.trace_files import TraceSink
@@ -433,7 +435,20 @@ def write_gateway_trajectory(trace_dir: Path, res: SessionResult) -> Path | None
                          turns=res.turns)
     path = trace_dir / "trajectory.json"
     atomic_write_json(path, traj)
+    _write_sub_agent_trajectories(trace_dir, conv)
     return path
+
+
+def _write_sub_agent_trajectories(trace_dir: Path, conv: Path) -> None:
+    """Each sub-agent's trajectory.json, rebuilt from the gateway's record beside its claim."""
+    claims: dict[str, Any] = {}
+    for claim in sorted((trace_dir / "sub_agents").rglob(CLAIM_FILE)) if (trace_dir / "sub_agents").is_dir() else ():
+        try:
+            claims[str(claim.parent.relative_to(trace_dir))] = json.loads(claim.read_bytes())
+        except ValueError:  # an unreadable claim names no conversation
+            claims[str(claim.parent.relative_to(trace_dir))] = {}
+    for folder, traj in sub_agent_trajectories(conv, claims).items():
+        atomic_write_json(trace_dir / folder / "trajectory.json", traj)
 
 
 def _warn(message: str) -> None:
