@@ -59,11 +59,17 @@ def test_harness_code_attacks_are_refused_with_the_docker_sandbox(tmp_path, dock
     channel."""
     _attack_under_eval(tmp_path, ["--sandbox", "docker"], "docker sandbox",
                        {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"},
-                       layer="confined worker (its own container) + model gateway")
+                       layer="confined worker (its own container) + model gateway", look=True)
+
+
+# What the agent's own commands in the task's container can find of the worker: nothing.
+LOOK = ("for p in /run/ahe /opt/ahe /opt/ahe-py /opt/ahe-lib /workspace /trace; do [ -e $p ] && echo FOUND $p; done; "
+        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'ahe[.]confine[.]worker'; echo end")
 
 
 def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None,
-                       layer: str = LAYER) -> None:
+                       layer: str = LAYER, look: bool = False) -> None:
+    """`look`: the agent's own first command (the MOCK's) looks for the worker from the task's container."""
     LAYER = layer  # noqa: N806 - the layer the tally names
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
@@ -79,7 +85,10 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     ws = _attack_workspace(tmp_path / "harness", tasks_dir=str(tasks), run_dir=str(out), ahe_pid=os.getpid(),
                            victim_pid=victim.pid, port=listener.getsockname()[1], marker=marker, secret=secret)
     policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({"name": "does nothing (MOCK)", "rules": [], "default": {"reply": "Done."}}))
+    rules = [{"name": "end", "match": {"turn_min": 2}, "reply": "Done."},
+             {"name": "look", "match": {}, "tool_calls": [{"name": "run_shell_command", "arguments": {"command": LOOK}}]}]
+    policy.write_text(yaml.safe_dump({"name": "does nothing (MOCK)", "rules": rules if look else [],
+                                      "default": {"reply": "Done."}}))
     before = _tree_hash(tasks)
     env = {**os.environ, "OPENAI_API_KEY": secret, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(ws), "--tasks", str(tasks),
@@ -136,4 +145,11 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     tally("each request to the gateway outside its protocol is recorded as refused",
           len(refused) == 8 and all("unknown operation" in r for r in refused), "model gateway: conversation.jsonl",
           attempts=8, note=refused[0] if refused else "")
+    if look:
+        seen = [r["content"] for t in out.rglob("trajectory.json") if "sub_agents" not in t.parts
+                for st in json.loads(t.read_text())["steps"] for r in (st.get("observation") or {}).get("results", ())]
+        tally("the agent's commands look for the worker from the task's container (its socket, files, process)",
+              len(seen) == 2 and all("FOUND" not in c and "\n0\nend" in c for c in seen),
+              "the worker's own container: nothing of it is in the task's", attempts=2,
+              note=seen[0].replace("\n", " ")[:80] if seen else "no command ran")
     tally.check()
