@@ -109,15 +109,7 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
 
-    notes: dict[str, list[dict]] = {}
-    ran_in: list[str] = []
-    for events in out.rglob("events.jsonl"):
-        for line in events.read_text().splitlines():
-            ev = json.loads(line)
-            if ev.get("type") == "attack":
-                notes.setdefault(ev["name"], []).append(ev)
-            elif ev.get("type") == "where":
-                ran_in.append(ev["pid1"])
+    notes, ran_in = _notes(out)
     expected_init = "docker-init" if "container" in LAYER else "bwrap"
     assert len(ran_in) == 2 and all(expected_init in p for p in ran_in), ran_in
     run_files = [p for p in out.rglob("*") if p.is_file()]
@@ -146,10 +138,29 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
           len(refused) == 8 and all("unknown operation" in r for r in refused), "model gateway: conversation.jsonl",
           attempts=8, note=refused[0] if refused else "")
     if look:
-        seen = [r["content"] for t in out.rglob("trajectory.json") if "sub_agents" not in t.parts
-                for st in json.loads(t.read_text())["steps"] for r in (st.get("observation") or {}).get("results", ())]
-        tally("the agent's commands look for the worker from the task's container (its socket, files, process)",
-              len(seen) == 2 and all("FOUND" not in c and "\n0\nend" in c for c in seen),
-              "the worker's own container: nothing of it is in the task's", attempts=2,
-              note=seen[0].replace("\n", " ")[:80] if seen else "no command ran")
+        _judge_look(tally, out)
     tally.check()
+
+
+def _notes(out: Path) -> tuple[dict[str, list[dict]], list[str]]:
+    """The attack middleware's `attack` events by name, and where each session ran (its pid 1)."""
+    notes: dict[str, list[dict]] = {}
+    ran_in: list[str] = []
+    for events in out.rglob("events.jsonl"):
+        for line in events.read_text().splitlines():
+            ev = json.loads(line)
+            if ev.get("type") == "attack":
+                notes.setdefault(ev["name"], []).append(ev)
+            elif ev.get("type") == "where":
+                ran_in.append(ev["pid1"])
+    return notes, ran_in
+
+
+def _judge_look(tally: Tally, out: Path) -> None:
+    """What the agent's LOOK command found of the worker in the task's container: nothing."""
+    seen = [r["content"] for t in out.rglob("trajectory.json") if "sub_agents" not in t.parts
+            for st in json.loads(t.read_text())["steps"] for r in (st.get("observation") or {}).get("results", ())]
+    tally("the agent's commands look for the worker from the task's container (its socket, files, process)",
+          len(seen) == 2 and all("FOUND" not in c and "\n0\nend" in c for c in seen),
+          "the worker's own container: nothing of it is in the task's", attempts=2,
+          note=seen[0].replace("\n", " ")[:80] if seen else "no command ran")
