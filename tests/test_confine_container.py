@@ -155,3 +155,53 @@ async def test_the_worker_runs_in_its_own_container_and_the_tasks_container_show
     assert "\n0\nend" in output, output  # no worker process among the task's
     left = docker_engine.api.containers(all=True, filters={"label": f"{container.LABEL_WORKER}=1"})
     assert not [c for c in left if c["Labels"].get("ahe.owner_pid") == str(os.getpid())]
+
+
+KILLED_HOST = '''
+import asyncio, os, sys
+from pathlib import Path
+from ahe.confine.host import ConfinedSessionSpec, ConfinedWorker, _NoClient
+
+async def main():
+    w = await ConfinedWorker.launch(Path(sys.argv[1]), "docker")
+    asyncio.ensure_future(w.run(ConfinedSessionSpec(instruction="go", trace_dir=Path(sys.argv[2])), _NoClient()))
+    await w._conn  # the worker is up; its job and its hook follow at once
+    await asyncio.sleep(3)
+    print(w.proc.container_id, flush=True)
+    os.kill(os.getpid(), 9)
+
+asyncio.run(main())
+'''
+
+
+def test_a_worker_whose_hook_is_stuck_ends_when_ahe_is_killed(tmp_path, docker_engine):
+    """No --die-with-parent in a container: the worker's own watch of its socket ends it."""
+    import subprocess
+    import sys
+    import time
+
+    ws = tmp_path / "ws"
+    shutil.copytree(SEED, ws)
+    (ws / "middleware").mkdir()
+    (ws / "middleware" / "stuck.py").write_text(
+        "import time\nfrom ahe.runtime import Middleware\n\nclass Stuck(Middleware):\n"
+        "    def before_session(self, s):\n        s.note('stuck')\n        while True:\n            time.sleep(1)\n")
+    cfg = yaml.safe_load((ws / "agent.yaml").read_text())
+    cfg["middleware"] = [{"binding": "middleware.stuck:Stuck"}]
+    (ws / "agent.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    script = tmp_path / "host.py"
+    script.write_text(KILLED_HOST)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, str(script), str(ws), str(tmp_path / "t")], capture_output=True, text=True,
+                         timeout=120, env=env)
+    cid = out.stdout.strip()
+    assert cid, out.stderr[-2000:]
+    try:
+        for _ in range(100):
+            if docker_engine.api.inspect_container(cid)["State"]["Status"] != "running":
+                break
+            time.sleep(0.1)
+        state = docker_engine.api.inspect_container(cid)["State"]
+        assert state["Status"] == "exited", state
+    finally:
+        docker_engine.api.remove_container(cid, force=True)

@@ -170,6 +170,7 @@ def container_config(image: str, socket_path: str, workspace: Path, socket_dir: 
     exe = inside(os.path.realpath(sys.executable), pybinds)
     own = [inside(p, pybinds) for p in rt.own_libs]
     boot = boot_args([JAIL_AHE_ROOT] + [inside(p, pybinds) for p in library_paths()], socket_path)
+    boot.append("--exit-with-host")  # nothing else ends it when AHE dies (worker.py)
     libpath = ":".join(own + [at for _, at in rt.binds])
     argv = ([rt.loader, "--library-path", libpath, exe] if rt.loader else [exe]) + boot
     uid, gid = worker_user()
