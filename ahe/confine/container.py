@@ -1,7 +1,7 @@
 """The worker's container under the docker sandbox: a per-trial sidecar beside the task's container.
 
 It shares nothing with the task's container and nothing with the host but what is bound into it,
-read-only unless said: the host's Python installation and its libraries at their own paths,
+read-only unless said: the host's Python installation and its import folders at /opt/ahe-py/N,
 AHE's `ahe/` package at /opt/ahe/ahe, the harness workspace at /workspace, the folders of the
 host's shared libraries at /opt/ahe-lib/N, and the trial's socket folder at /run/ahe (the one
 writable bind: the gateway's socket). /tmp and /trace are private size-limited tmpfs; the root
@@ -36,6 +36,7 @@ from ahe.confine.wire import JAIL_SOCKET_DIR, SOCKET_NAME
 from ahe.errors import InfrastructureError
 
 LIB_ROOT = "/opt/ahe-lib"  # the host's library folders, one bind each: /opt/ahe-lib/0, /1, ...
+PY_ROOT = "/opt/ahe-py"  # the interpreter's installation and import folders, one bind each
 WORKER_UID = 65534  # the worker's uid when AHE runs as root ("nobody"; it owns only the socket folder)
 PIDS_LIMIT = 256
 MEMORY_LIMIT = "2g"
@@ -127,9 +128,6 @@ def prepare_socket_dir(socket_dir: Path) -> None:
         for p in [socket_dir, *socket_dir.iterdir()]:
             os.chown(p, uid, gid)
     os.chmod(socket_dir, 0o700)
-
-
-PY_ROOT = "/opt/ahe-py"  # the interpreter's installation and import folders, one bind each
 
 
 def python_binds() -> dict[str, str]:
