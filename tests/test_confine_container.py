@@ -100,6 +100,19 @@ def test_an_engine_of_another_architecture_is_one_sentence(docker_engine, monkey
     assert str(err.value) == text
 
 
+def test_an_engine_that_cannot_start_the_interpreter_is_one_sentence(docker_engine, monkeypatch):
+    """E.g. a Docker socket mounted from another machine's engine: the binds name that machine's
+    folders, so the interpreter is not there. Probed once, before any trial."""
+    rt = container.host_runtime()
+    monkeypatch.setattr(container, "host_runtime", lambda: container.HostRuntime(
+        loader=f"{container.LIB_ROOT}/0/no-such-loader.so", own_libs=rt.own_libs, binds=rt.binds))
+    monkeypatch.setattr(container, "_probe_cached", container._probe_cached.__wrapped__)
+    with pytest.raises(container.ContainerUnfit) as err:
+        container.ready_for_workers(docker_engine)
+    text = str(err.value)
+    assert "does not start in a container" in text and "see its folders" in text and "\n" not in text
+
+
 PROBE_MW = '''
 import os
 from ahe.runtime import Middleware

@@ -315,7 +315,39 @@ def _fit_image(client: Any) -> str:
     try:
         check_engine(client)
         host_runtime()
+        image = worker_image(client)
+        _probe_cached(id(client), client, image)
     except ContainerUnfit as exc:
         raise ContainerUnfit(f"the harness's confined worker cannot run in a container under --sandbox docker: {exc} "
                              "(or run the task with --sandbox local)") from None
-    return worker_image(client)
+    return image
+
+
+PROBE_SEC = 60
+
+
+@functools.lru_cache(maxsize=8)
+def _probe_cached(_key: int, client: Any, image: str) -> None:
+    """Once per engine and process: this machine's interpreter, started as a worker is, prints a
+    word. Fails when the engine does not see this machine's folders (a socket mounted from
+    another machine's engine: its binds name that machine's folders) or cannot run its binaries."""
+    from ahe.sandbox.docker_engine import one_line, owner_labels
+    from ahe.tempdirs import temp_dir
+
+    with temp_dir("worker-probe") as tmp:
+        config = container_config(image, f"{JAIL_SOCKET_DIR}/{SOCKET_NAME}", Path(tmp), Path(tmp),
+                                  {"PATH": "/usr/bin:/bin"}, {**owner_labels(), LABEL_WORKER: "probe"})
+        boot = config["command"].index("-I")  # the interpreter as a worker starts, running one print
+        config["command"] = config["command"][:boot] + ["-I", "-S", "-c", "print('ahe-worker-ok')"]
+        proc = ContainerProcess._start_blocking(client, config)
+        try:
+            code = client.api.wait(proc.container_id, PROBE_SEC).get("StatusCode", -1)
+            logs = client.api.logs(proc.container_id, stdout=True, stderr=True).decode(errors="replace")
+        except Exception as exc:
+            raise ContainerUnfit(f"this machine's interpreter did not answer in a container ({one_line(exc)})") from None
+        finally:
+            proc._remove_blocking()
+    if code != 0 or "ahe-worker-ok" not in logs:
+        tail = " | ".join(logs.strip().splitlines()[-2:])[-300:] or f"exit code {code}"
+        raise ContainerUnfit(f"this machine's interpreter does not start in a container of the engine ({tail}); "
+                             "the engine must run on this machine and see its folders")
