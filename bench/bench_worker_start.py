@@ -1,7 +1,7 @@
 """Benchmark — how long a confined worker takes to start: a bwrap jail vs. a container of its own.
 
     python bench/bench_worker_start.py                 # 5 runs each, interleaved (needs a Docker engine)
-    python bench/bench_worker_start.py --runs 1 --out r.json
+    python bench/bench_worker_start.py --runs 1 --out r.json   # (default: bench/results/worker_start.json)
     python bench/bench_worker_start.py --runs 3 --concurrent 8   # also: 8 launched at once, until all are ready
 
 Per run and kind: launch (the jail or container started), ready (the worker has imported the
@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 from ahe.confine.host import ConfinedWorker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_result  # noqa: E402
 
 SEED = Path(__file__).resolve().parents[1] / "harness_workspace"
 
@@ -74,8 +77,7 @@ def main() -> None:
         together = f"  {args.concurrent} at once: all ready {r['all_ready_ms']:6.0f} ms" if args.concurrent else ""
         print(f"{mode:6}  launch {r['launch_ms']:6.0f} ms  ready {r['ready_ms']:6.0f} ms  close {r['close_ms']:5.0f} ms{together}")
     print(f"median of {result['runs']}; 1-minute load {result['load_1min']}")
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+    print(f"written to {write_result('worker_start', result, args.out)}")
 
 
 if __name__ == "__main__":
