@@ -121,7 +121,14 @@ class Where(Middleware):
     async def before_session(self, session):
         pid1 = open("/proc/1/cmdline", "rb").read().replace(b"\\0", b" ").decode()
         nets = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
-        session.note("where", pid1=pid1, uid=os.getuid(), nets=nets, tests=os.path.exists("/tests"),
+        writable = []
+        for d in ("/", "/etc", "/run/ahe", "/workspace", "/opt/ahe/ahe", "/opt/ahe-py/0", "/opt/ahe-lib/0", "/app"):
+            try:
+                open(os.path.join(d, "w"), "w").close()
+                writable.append(d)
+            except OSError:
+                pass
+        session.note("where", pid1=pid1, writable=writable, uid=os.getuid(), nets=nets, tests=os.path.exists("/tests"),
                      app=os.listdir("/app") if os.path.isdir("/app") else [], home=os.path.exists(os.path.expanduser("~root/.bashrc")))
 '''
 # What the agent's own commands in the task's container can find of the worker: nothing.
@@ -159,6 +166,7 @@ async def test_the_worker_runs_in_its_own_container_and_the_tasks_container_show
     events = [json.loads(x) for x in (tmp_path / "t" / "events.jsonl").read_text().splitlines()]
     where = next(e for e in events if e.get("type") == "where")
     assert "docker-init" in where["pid1"]  # a container of its own, not the host's bwrap
+    assert where["writable"] == []  # only its private tmpfs: not even the socket's folder (a host folder)
     assert where["nets"] == ["lo"] and not where["tests"] and where["app"] == [] and not where["home"]
     assert where["uid"] == (container.WORKER_UID if os.geteuid() == 0 else os.getuid())
     traj = json.loads((tmp_path / "t" / "trajectory.json").read_text())

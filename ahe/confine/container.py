@@ -1,10 +1,11 @@
 """The worker's container under the docker sandbox: a per-trial sidecar beside the task's container.
 
 It shares nothing with the task's container and nothing with the host but what is bound into it,
-read-only unless said: the host's Python installation and its import folders at /opt/ahe-py/N,
+all read-only: the host's Python installation and its import folders at /opt/ahe-py/N,
 AHE's `ahe/` package at /opt/ahe/ahe, the harness workspace at /workspace, the folders of the
-host's shared libraries at /opt/ahe-lib/N, and the trial's socket folder at /run/ahe (the one
-writable bind: the gateway's socket). /tmp and /trace are private size-limited tmpfs; the root
+host's shared libraries at /opt/ahe-lib/N, and the trial's socket folder at /run/ahe (read-only
+too: a unix socket opens through it, and no file lands in this machine's folder). /tmp and /trace
+are private size-limited tmpfs; the root
 file system is read-only; no network (`network_mode: none`, whatever the task is allowed);
 every capability dropped, `no-new-privileges`, a process limit; a uid of its own (not root).
 
@@ -158,7 +159,7 @@ def container_config(image: str, socket_path: str, workspace: Path, socket_dir: 
         binds[host] = {"bind": at, "mode": "ro"}
     binds[str(AHE_PACKAGE)] = {"bind": f"{JAIL_AHE_ROOT}/ahe", "mode": "ro"}
     binds[str(Path(workspace).resolve())] = {"bind": JAIL_WORKSPACE, "mode": "ro"}
-    binds[str(socket_dir)] = {"bind": JAIL_SOCKET_DIR, "mode": "rw"}
+    binds[str(socket_dir)] = {"bind": JAIL_SOCKET_DIR, "mode": "ro"}  # a socket opens through a read-only bind
     tmpfs = {"/tmp": f"size={TMP_LIMIT_BYTES},mode=1777", JAIL_TRACE: f"size={TRACE_LIMIT_BYTES},mode=1777"}
     bundled = AHE_PACKAGE / "_bundled"  # the bundled tasks (their tests too), hidden as in the bwrap jail
     if bundled.is_dir():
