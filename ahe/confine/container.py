@@ -5,9 +5,9 @@ all read-only: the host's Python installation and its import folders at /opt/ahe
 AHE's `ahe/` package at /opt/ahe/ahe, the harness workspace at /workspace, the folders of the
 host's shared libraries at /opt/ahe-lib/N, and the trial's socket folder at /run/ahe (read-only
 too: a unix socket opens through it, and no file lands in this machine's folder). /tmp and /trace
-are private size-limited tmpfs; the root
-file system is read-only; no network (`network_mode: none`, whatever the task is allowed);
-every capability dropped, `no-new-privileges`, a process limit; a uid of its own (not root).
+are private size-limited tmpfs; the root file system is read-only; no network (`network_mode:
+none`, whatever the task is allowed); every capability dropped, `no-new-privileges`, a process
+limit; a uid of its own (not root).
 
 The interpreter is started through the host's own dynamic loader
 (`/opt/ahe-lib/0/ld-linux-x86-64.so.2 --library-path <python's lib>:/opt/ahe-lib/0 python`),
