@@ -226,3 +226,44 @@ def test_a_worker_whose_hook_is_stuck_ends_when_ahe_is_killed(tmp_path, docker_e
         assert state["Status"] == "exited", state
     finally:
         docker_engine.api.remove_container(cid, force=True)
+
+
+LOUD = """
+import asyncio, sys
+from ahe.runtime import Middleware
+
+class Loud(Middleware):
+    async def before_session(self, session):
+        for _ in range(20):
+            sys.stderr.write("x" * (1 << 20))
+        sys.stderr.flush()
+        session.note("wrote")
+        await asyncio.sleep(6)
+"""
+
+
+async def test_what_the_worker_prints_cannot_fill_this_machines_disk(tmp_path, docker_engine, mock_llm):
+    """Its stderr lands in the engine's log on this machine: capped at 1 MB, not 20."""
+    import asyncio
+
+    ws = tmp_path / "ws"
+    shutil.copytree(SEED, ws)
+    (ws / "middleware").mkdir()
+    (ws / "middleware" / "loud.py").write_text(LOUD)
+    cfg = yaml.safe_load((ws / "agent.yaml").read_text())
+    cfg["middleware"] = [{"binding": "middleware.loud:Loud"}]
+    (ws / "agent.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    session = asyncio.ensure_future(run_confined_session(ws, ConfinedSessionSpec(
+        instruction="go", trace_dir=tmp_path / "t"), mock_llm({"name": "done", "rules": [], "default": {"reply": "Done."}})
+        .client(), mode="docker"))
+    events = tmp_path / "t" / "events.jsonl"
+    for _ in range(300):
+        if events.exists() and '"wrote"' in events.read_text():
+            break
+        await asyncio.sleep(0.1)
+    mine = [c for c in docker_engine.api.containers(filters={"label": f"{container.LABEL_WORKER}=1"})
+            if c["Labels"].get("ahe.owner_pid") == str(os.getpid())]
+    sizes = [os.path.getsize(docker_engine.api.inspect_container(c["Id"])["LogPath"]) for c in mine]
+    await session
+    assert '"wrote"' in events.read_text() and len(sizes) == 1
+    assert sizes[0] <= 1_100_000, sizes

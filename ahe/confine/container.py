@@ -42,6 +42,9 @@ WORKER_UID = 65534  # the worker's uid when AHE runs as root ("nobody"; it owns 
 PIDS_LIMIT = 256
 MEMORY_LIMIT = "2g"
 LABEL_WORKER = "ahe.worker"
+# What the worker prints lands in the engine's log on this machine's disk: capped (the host
+# reads only the last lines, when a worker fails to start).
+LOG_CONFIG = {"type": "json-file", "config": {"max-size": "1m", "max-file": "1"}}
 
 
 class ContainerUnfit(InfrastructureError):
@@ -178,7 +181,7 @@ def container_config(image: str, socket_path: str, workspace: Path, socket_dir: 
             "host_config": {"network_mode": "none", "read_only": True, "binds": binds, "tmpfs": tmpfs,
                             "cap_drop": ["ALL"], "security_opt": ["no-new-privileges"], "pids_limit": PIDS_LIMIT,
                             "mem_limit": MEMORY_LIMIT, "memswap_limit": MEMORY_LIMIT, "init": True,
-                            "ipc_mode": "private"}}
+                            "ipc_mode": "private", "log_config": LOG_CONFIG}}
 
 
 class _Logs:
