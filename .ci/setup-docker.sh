@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real Docker engine for the docker-backend tests, on a fresh offline Debian machine (root).
-# Idempotent: installs what is missing (docker.io, busybox-static), starts dockerd in the
+# Idempotent: installs what is missing (docker.io, busybox-static, musl), starts dockerd in the
 # background unless an engine already answers, waits for it (bounded), then pre-builds the
 # offline base image the tests use (busybox + bash from this machine, no registry needed).
 #
@@ -29,6 +29,8 @@ PY
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v busybox >/dev/null 2>&1 || missing+=(busybox-static)
+# musl's loader: tests/test_confine_container.py starts the worker in a musl root too
+[ -e /lib/ld-musl-x86_64.so.1 ] || [ "$(uname -m)" != "x86_64" ] || missing+=(musl)
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" != "0" ]; then
     say "need root to install ${missing[*]}"; exit 1

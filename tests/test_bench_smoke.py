@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.docker_support import docker_engine  # noqa: F401  (fixture)
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench"
 
@@ -129,3 +131,15 @@ def test_backends_smoke(tmp_path):
     data = run("bench_backends.py", tmp_path / "b.json", "--calls", "3", "--repeat", "1", "--shells", "local")
     runs = data["runs"]
     assert runs["direct|local"]["step"] and runs["backend|local"]["step"] and runs["backend|local"]["cpu"][0] > 0
+
+
+@pytest.mark.docker
+def test_worker_start_smoke(tmp_path, docker_engine):  # noqa: F811 - fixture
+    out = tmp_path / "ws.json"
+    p = subprocess.run([sys.executable, str(BENCH / "bench_worker_start.py"), "--runs", "1", "--concurrent", "2",
+                        "--out", str(out)], capture_output=True, text=True, timeout=240, cwd=str(REPO),
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    data = json.loads(out.read_text())
+    for kind in ("bwrap", "docker"):
+        assert data[kind]["ready_ms"] > 0 and data[kind]["all_ready_ms"] > 0

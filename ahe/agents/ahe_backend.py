@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ahe.agents.base import AgentRequest, BackendBase, Component
-from ahe.confine.host import ConfineMode, ConfinedSessionSpec, load_problem_confined
+from ahe.confine.host import ConfineMode, ConfinedSessionSpec, load_problem_confined, worker_mode
 from ahe.runtime import SessionResult
 
 
@@ -43,7 +43,7 @@ class AheBackend(BackendBase):
     async def run(self, request: AgentRequest) -> SessionResult:
         from ahe.confine.budget import trial_budget
 
-        worker = request.warm or await self.pool().acquire(request.harness, request.isolation)
+        worker = await self.worker_for(request)
         try:
             return await worker.run(ConfinedSessionSpec(
                 instruction=request.instruction, trace_dir=request.trace_dir, wall_clock_sec=request.wall_clock_sec,
@@ -53,6 +53,16 @@ class AheBackend(BackendBase):
             ), request.client, request.sandbox)
         finally:
             await worker.close()  # nothing the harness started outlives its session
+
+    async def worker_for(self, request: AgentRequest) -> Any:
+        """The session's worker: the warmed one when it runs where the trial's sandbox wants it (a
+        container of its own beside a docker sandbox, else a bwrap jail), else a new one."""
+        mode = worker_mode(request.isolation, request.sandbox)
+        if request.warm is not None and request.warm.mode == mode:
+            return request.warm
+        if request.warm is not None:
+            await request.warm.close()
+        return await self.pool().acquire(request.harness, mode)
 
     async def warm(self, harness: Path, isolation: ConfineMode = "auto") -> Any:
         """A launched worker (its imports overlap the sandbox's start and the task's setup)."""

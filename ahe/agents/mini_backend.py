@@ -67,7 +67,7 @@ class MiniBackend(AheBackend):
     async def run(self, request: AgentRequest) -> SessionResult:
         if not mini_installed():
             raise ConfigError(MISSING)
-        worker = request.warm or await self.pool().acquire(request.harness, request.isolation)
+        worker = await self.worker_for(request)
         try:
             return await worker.run(ConfinedSessionSpec(
                 instruction=request.instruction, trace_dir=request.trace_dir, wall_clock_sec=request.wall_clock_sec,

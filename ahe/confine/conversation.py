@@ -210,6 +210,66 @@ def trajectory_from_conversation(path: Path) -> dict[str, Any]:
             "final_metrics": metrics, "extra": extra}
 
 
+def _msg_key(messages: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(m.get("role")), _text(m.get("content"))) for m in messages[:2])
+
+
+def sub_agent_trajectories(path: Path, claims: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The trajectory of each sub-agent run (`claims`: its folder under the trial, e.g.
+    `sub_agents/01-verifier`, → the worker's claimed trajectory of it), rebuilt from the gateway's
+    record as the main one is. A sub-agent run is a conversation of its own: its first two
+    messages (its system prompt and its task) tell it apart from the main one and from other runs.
+    The claim only says which of those conversations is whose (its first two steps); the steps are
+    the gateway's. A claim that matches no conversation the gateway saw gets no steps and says so
+    (`no_matching_conversation`); a conversation no claim names stays in the main trajectory's
+    `sub_conversations` only."""
+    threads: dict[tuple, list[_Thread]] = {}
+    order: list[tuple[tuple, _Thread]] = []
+    last: list[dict[str, Any]] = []
+    for row in _rows(path):
+        if "call" not in row:
+            continue
+        prefix = row.get("prefix") if isinstance(row.get("prefix"), int) else 0
+        last = last[:prefix] + [m for m in row.get("messages") or () if isinstance(m, dict)]
+        key = _msg_key(last)
+        if key not in threads:
+            threads[key] = [_Thread()]
+            order.append((key, threads[key][0]))
+        threads[key][0].call(last, row)
+    main_key = order[0][0] if order else None
+    used: set[int] = set()
+    out = {}
+    for folder in sorted(claims):
+        claim = claims[folder] if isinstance(claims[folder], dict) else {}
+        steps = [s for s in claim.get("steps") or () if isinstance(s, dict)][:2]
+        want = tuple(({"system": "system", "user": "user"}.get(str(s.get("source")), "?"), _text(s.get("message")))
+                     for s in steps)
+        found = next((t for k, t in order if k == want and k != main_key and id(t) not in used), None)
+        extra: dict[str, Any] = {"complete": True, "source": "gateway", "claim": CLAIM_FILE}
+        if found is None:
+            extra["no_matching_conversation"] = True
+        else:
+            used.add(id(found))
+        sub_steps = found.steps if found is not None else []
+        traj = {"schema_version": ATIF_VERSION, "session_id": Path(folder).name,
+                "agent": {"name": "gateway-record", "version": "ahe"}, "steps": sub_steps,
+                "final_metrics": _sums(sub_steps), "extra": {**extra, "final_answer": _final(sub_steps)}}
+        attach_claimed_metadata(traj, claim)
+        out[folder] = traj
+    return out
+
+
+def _sums(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    m = [s.get("metrics") or {} for s in steps if s.get("source") == "agent" and s.get("metrics")]
+    out: dict[str, Any] = {"total_prompt_tokens": sum(int(x.get("prompt_tokens") or 0) for x in m),
+                           "total_completion_tokens": sum(int(x.get("completion_tokens") or 0) for x in m),
+                           "total_cached_tokens": sum(int(x.get("cached_tokens") or 0) for x in m),
+                           "total_steps": len(steps), "extra": {"calls": len(m)}}
+    if any(x.get("cost_usd") is not None for x in m):
+        out["total_cost_usd"] = sum(float(x.get("cost_usd") or 0.0) for x in m)
+    return out
+
+
 def attach_claimed_metadata(traj: dict[str, Any], claim: dict[str, Any]) -> int:
     """Copy, from the worker's own trajectory, what only the harness knows about a tool result
     (is_error, the tool's metadata, a sub-agent's trajectory reference) onto each result whose
@@ -250,4 +310,4 @@ def attach_claimed_metadata(traj: dict[str, Any], claim: dict[str, Any]) -> int:
     return n
 
 
-__all__ = ["CLAIM_FILE", "attach_claimed_metadata", "trajectory_from_conversation"]
+__all__ = ["CLAIM_FILE", "attach_claimed_metadata", "sub_agent_trajectories", "trajectory_from_conversation"]

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ahe.confine import jail
-from ahe.confine.conversation import CLAIM_FILE, attach_claimed_metadata, trajectory_from_conversation
+from ahe.confine.conversation import (
+    CLAIM_FILE, attach_claimed_metadata, sub_agent_trajectories, trajectory_from_conversation,
+)
 from ahe.confine.gateway import CONVERSATION_FILE, GatewayBudget, ModelGateway
 from ahe.confine.sandbox_ops import serve_sandbox_op
 from ahe.confine.trace_files import TraceSink
@@ -35,7 +37,7 @@ from ahe.sandbox import bwrap as bw
 from ahe.tempdirs import make_temp_dir
 
 log = logging.getLogger(__name__)
-ConfineMode = Literal["auto", "bwrap", "none"]
+ConfineMode = Literal["auto", "bwrap", "none", "docker"]
 GRACE_SEC = 30.0  # past the wall clock, the host stops waiting for the worker's own report
 START_TIMEOUT_SEC = 60.0
 OFF_ENV = "AHE_CONFINE"  # =none turns confinement off everywhere: only to test the layers behind it
@@ -75,10 +77,11 @@ class ConfinedWorker:
     """One jailed worker process for one session. Use `launch`, then `run`, then `close`."""
 
     def __init__(self, workspace: Path, mode: ConfineMode = "auto") -> None:
-        if mode not in ("auto", "bwrap", "none"):
-            raise ValueError(f"confinement must be 'auto', 'bwrap' or 'none', not {mode!r}")
+        if mode not in ("auto", "bwrap", "none", "docker"):
+            raise ValueError(f"confinement must be 'auto', 'bwrap', 'docker' or 'none', not {mode!r}")
         self.workspace, self.mode = Path(workspace), mode
         self.confined = False
+        self.where = "plain"  # bwrap (a jail on this machine), docker (a container of its own) or plain
         self.proc: asyncio.subprocess.Process | None = None
         self._dir: Path | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -99,8 +102,11 @@ class ConfinedWorker:
         return w
 
     async def _start(self) -> None:
-        self.confined = self._choose()
+        self.where = self._choose()
+        self.confined = self.where != "plain"
         self._dir = make_temp_dir("confine")
+        sock_dir = self._dir / "run" if self.where == "docker" else self._dir  # docker: a folder the worker's uid owns
+        sock_dir.mkdir(exist_ok=True)
         loop = asyncio.get_running_loop()
         self._conn = loop.create_future()
 
@@ -110,9 +116,14 @@ class ConfinedWorker:
                 return
             self._conn.set_result((reader, writer))
 
-        sock = self._dir / SOCKET_NAME
+        sock = sock_dir / SOCKET_NAME
         self._server = await asyncio.start_unix_server(accept, path=str(sock), limit=MAX_MESSAGE_BYTES)
         os.chmod(sock, 0o600)
+        if self.where == "docker":
+            from ahe.confine.container import launch_container
+
+            self._cmd, self.proc = await launch_container(self.workspace, sock_dir, jail.worker_env())
+            return
         if self.confined:
             self._cmd = jail.bwrap_command(bw.find_bwrap(), self.workspace, self._dir)
         else:
@@ -121,20 +132,22 @@ class ConfinedWorker:
             *self._cmd.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env=self._cmd.env, cwd=self._cmd.cwd, start_new_session=True)
 
-    def _choose(self) -> bool:
+    def _choose(self) -> str:
         if os.environ.get(OFF_ENV) == "none":  # tests of the layers behind it (the sealed snapshot)
             _warn(f"{_NOT_CONFINED} ({OFF_ENV}=none is set; meant only for testing the sealed verifiers).")
-            return False
+            return "plain"
         if self.mode == "none":
             _warn(f"{_NOT_CONFINED} (confinement 'none' was asked for).")
-            return False
+            return "plain"
+        if self.mode == "docker":  # never a quiet fallback to this machine: it starts or fails (container.py)
+            return "docker"
         ok, why = bw.check()
         if ok:
-            return True
+            return "bwrap"
         if self.mode == "bwrap":
             raise WorkerError(f"cannot confine the harness's code: {why}")
         _warn(f"{_NOT_CONFINED}, because {why}.")
-        return False
+        return "plain"
 
     async def _connection(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         exited = asyncio.ensure_future(self.proc.wait())
@@ -308,7 +321,12 @@ class ConfinedWorker:
 
     async def close(self) -> None:
         """Kill the jail (and with it every process the harness started) and remove the socket."""
-        if self.proc is not None and self.proc.returncode is None:
+        if self.where == "docker" and self.proc is not None:
+            try:
+                await self.proc.remove()  # the container and every process in it
+            except Exception as exc:  # tracked: removed at exit or by the stale sweep
+                log.warning("removing the worker's container failed: %s", exc)
+        elif self.proc is not None and self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, 9)
             except (ProcessLookupError, PermissionError):
@@ -324,6 +342,15 @@ class ConfinedWorker:
         if self._dir is not None:
             await asyncio.to_thread(shutil.rmtree, self._dir, True)
             self._dir = None
+
+
+def worker_mode(isolation: str, sandbox: Any) -> ConfineMode:
+    """Where a trial's worker runs: in a container of its own when the trial's sandbox is a docker
+    one (`worker_mode = "docker"` on the sandbox) and confinement is not switched off; else as
+    `isolation` says (a bwrap jail on this machine)."""
+    if isolation != "none" and getattr(sandbox, "worker_mode", None) == "docker":
+        return "docker"
+    return isolation  # type: ignore[return-value]
 
 
 async def load_problem_confined(workspace: Path, mode: ConfineMode = "auto", *, runner: str | None = None) -> str | None:
@@ -408,7 +435,20 @@ def write_gateway_trajectory(trace_dir: Path, res: SessionResult) -> Path | None
                          turns=res.turns)
     path = trace_dir / "trajectory.json"
     atomic_write_json(path, traj)
+    _write_sub_agent_trajectories(trace_dir, conv)
     return path
+
+
+def _write_sub_agent_trajectories(trace_dir: Path, conv: Path) -> None:
+    """Each sub-agent's trajectory.json, rebuilt from the gateway's record beside its claim."""
+    claims: dict[str, Any] = {}
+    for claim in sorted((trace_dir / "sub_agents").rglob(CLAIM_FILE)) if (trace_dir / "sub_agents").is_dir() else ():
+        try:
+            claims[str(claim.parent.relative_to(trace_dir))] = json.loads(claim.read_bytes())
+        except ValueError:  # an unreadable claim names no conversation
+            claims[str(claim.parent.relative_to(trace_dir))] = {}
+    for folder, traj in sub_agent_trajectories(conv, claims).items():
+        atomic_write_json(trace_dir / folder / "trajectory.json", traj)
 
 
 def _warn(message: str) -> None:

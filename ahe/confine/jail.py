@@ -59,13 +59,13 @@ def library_paths() -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _boot(paths: list[str], socket_path: str) -> list[str]:
+def boot_args(paths: list[str], socket_path: str) -> list[str]:
     code = (f"import sys;sys.path[:0]={paths!r};"
             "from ahe.confine.worker import main;main()")
     return ["-I", "-S", "-c", code, socket_path]
 
 
-def _env() -> dict[str, str]:
+def worker_env() -> dict[str, str]:
     """No variable of AHE's: the user name (for the prompt's `username`) and a bare PATH."""
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or "user"
     return {"PATH": bw.DEFAULT_PATH, "LANG": "C.UTF-8", "USER": user, "HOME": "/tmp", "TMPDIR": "/tmp",
@@ -115,8 +115,8 @@ def bwrap_command(bwrap: str, workspace: Path, socket_dir: Path, *, trace_limit:
     argv, paths = jail_argv(bwrap, [(str(Path(workspace).resolve()), JAIL_WORKSPACE),
                                     (str(socket_dir), JAIL_SOCKET_DIR)], tmpfs={JAIL_TRACE: trace_limit})
     sock = f"{JAIL_SOCKET_DIR}/{SOCKET_NAME}"
-    argv += [os.path.realpath(sys.executable)] + _boot(paths, sock)
-    return WorkerCommand(argv=argv, env=_env(), cwd="/", socket_path=sock, workspace=JAIL_WORKSPACE,
+    argv += [os.path.realpath(sys.executable)] + boot_args(paths, sock)
+    return WorkerCommand(argv=argv, env=worker_env(), cwd="/", socket_path=sock, workspace=JAIL_WORKSPACE,
                          trace_dir=JAIL_TRACE)
 
 
@@ -125,7 +125,7 @@ def plain_command(workspace: Path, socket_dir: Path, scratch: Path) -> WorkerCom
     paths = [str(AHE_PACKAGE.parent)] + library_paths()
     sock = str(socket_dir / SOCKET_NAME)
     (scratch / "trace").mkdir(parents=True, exist_ok=True)
-    env = _env() | {"HOME": str(scratch), "TMPDIR": str(scratch)}
-    return WorkerCommand(argv=[sys.executable] + _boot(paths, sock), env=env, cwd=str(scratch),
+    env = worker_env() | {"HOME": str(scratch), "TMPDIR": str(scratch)}
+    return WorkerCommand(argv=[sys.executable] + boot_args(paths, sock), env=env, cwd=str(scratch),
                          socket_path=sock, workspace=str(Path(workspace).resolve()),
                          trace_dir=str(scratch / "trace"))

@@ -3,9 +3,9 @@
 A worker could name anything (`../result.json`, `verifier/reward.txt`, a link to a task's
 tests), so only the files a session writes are accepted — `trajectory.json`, `events.jsonl`
 and the same under `sub_agents/<NN-name>/` — each written fresh, never through a link. The
-worker's top-level trajectory.json is written as `trajectory.claimed.json`: it is the harness's
-claim; the trial's trajectory.json is rebuilt by the host from the gateway's record
-(conversation.py).
+worker's trajectory.json files (the session's and each sub-agent's) are written as
+`trajectory.claimed.json`: they are the harness's claims; the trial's trajectory.json files are
+rebuilt by the host from the gateway's record (conversation.py).
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ def write_trace_files(trace_dir: Path, files: dict[str, str]) -> list[str]:
         except (binascii.Error, TypeError, ValueError):
             refused.append(name)
             continue
-        path = Path(trace_dir) / (CLAIM_FILE if name == "trajectory.json" else name)
+        if name.endswith("trajectory.json"):  # the main one's and each sub-agent's: claims (conversation.py)
+            name = name[: -len("trajectory.json")] + CLAIM_FILE
+        path = Path(trace_dir) / name
         _mkdirs(Path(trace_dir), path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as f:

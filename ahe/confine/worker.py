@@ -83,12 +83,41 @@ async def _sync_traces(channel: Channel, trace_dir: Path, limit: int) -> None:
 NICE = 5
 
 
-async def _main(socket_path: str) -> int:
+def _exit_with_host(sock: Any) -> None:
+    """In a container of its own nothing ends the worker when AHE dies (a bwrap jail has
+    --die-with-parent): a thread exits the process once the host's end of the socket is closed,
+    even while a hook holds the event loop. It only peeks, so the loop still reads every message."""
+    import select
+    import socket
+    import threading
+    import time
+
+    fd = os.dup(sock.fileno())
+    watch = socket.socket(fileno=fd)
+
+    def run() -> None:
+        while True:
+            select.select([watch], [], [])
+            try:
+                if watch.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                    os._exit(3)
+            except BlockingIOError:
+                pass
+            except OSError:
+                os._exit(3)
+            time.sleep(0.5)  # data waits for the event loop: look again later, not in a busy loop
+
+    threading.Thread(target=run, name="ahe-exit-with-host", daemon=True).start()
+
+
+async def _main(socket_path: str, exit_with_host: bool = False) -> int:
     try:
         os.nice(NICE)
     except OSError:
         pass
     channel = await Channel.connect(socket_path)
+    if exit_with_host:
+        _exit_with_host(channel._writer.get_extra_info("socket"))
     job = (await channel.call("hello"))["job"]
     trace_dir = Path(job["trace_dir"])
     if job.get("runner"):  # another agent's loop (an agent backend's in-jail runner), same socket
@@ -166,7 +195,7 @@ async def _run_other(job: dict[str, Any], channel: Channel, trace_dir: Path) -> 
 def main() -> None:
     sys.dont_write_bytecode = True
     path = sys.argv[1] if len(sys.argv) > 1 else f"{JAIL_SOCKET_DIR}/{SOCKET_NAME}"
-    code = asyncio.run(_main(path))
+    code = asyncio.run(_main(path, "--exit-with-host" in sys.argv[2:]))
     sys.stdout.flush()
     os._exit(code)  # no interpreter teardown: threads a hook left behind do not keep the jail alive
 

@@ -14,6 +14,7 @@ import time
 import traceback
 
 from ahe.agents import AgentRequest
+from ahe.confine.host import worker_mode
 from ahe.errors import InfrastructureError
 from ahe.rollout.kinds import TrialKind
 from ahe.rollout.models import TrialResult, TrialSpec
@@ -40,9 +41,10 @@ async def execute_one_shot(spec: TrialSpec, ctx: TrialContext) -> TrialResult:
             check_folder(seal, spec.task_dir)
         client = ctx.client(spec)
         backend = ctx.backend(spec)
-        # The backend's jail starts first, so that its imports overlap the sandbox's start and setup.
-        warmed = await backend.warm(spec.workspace, spec.isolation)
+        # The backend's jail starts first, so that its imports overlap the sandbox's start and setup;
+        # beside a docker sandbox it is a container of its own (docs/confinement.md).
         sandbox = sandbox_for(spec, task)
+        warmed = await backend.warm(spec.workspace, worker_mode(spec.isolation, sandbox))
         await sandbox.start()
         await run_setup(task, sandbox)
 

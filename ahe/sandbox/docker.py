@@ -119,6 +119,8 @@ class DockerSandbox(ContainerFiles):
     (`/logs/exec/NNNN.stdout`), readable with `read_file` or the agent's own tools.
     """
 
+    worker_mode = "docker"  # a confined worker for a trial here runs in a container of its own (ahe/confine)
+
     def __init__(
         self,
         image: str,

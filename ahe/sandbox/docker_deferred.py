@@ -15,6 +15,8 @@ from ahe.sandbox.registry import SandboxRequest
 
 
 class DeferredDockerSandbox:
+    worker_mode = "docker"  # a confined worker for a trial here runs in a container of its own (ahe/confine)
+
     def __init__(self, request: SandboxRequest, *, default_image: str | None = None, client: object = None) -> None:
         self.request = request
         self.default_image = default_image

@@ -8,6 +8,7 @@ for the sandbox, so a new backend needs no change here.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -76,6 +77,16 @@ def ready_backend(name: str, isolation: str = "auto") -> None:
     """Fail now, in one sentence, when backend `name` does not exist or cannot run here (e.g.
     docker with no reachable engine) — never later in every trial, never by running locally."""
     backend_factory(name, BackendOptions(isolation=isolation))  # type: ignore[arg-type]
+    if name == "docker" and isolation != "none" and os.environ.get("AHE_CONFINE") != "none":
+        # the harness's worker runs in a container of its own there: an engine that cannot run it
+        # (another architecture, another machine) stops the run now, never falls back to this machine
+        from ahe.confine.container import ContainerUnfit, ready_for_workers
+        from ahe.errors import AheError
+
+        try:
+            ready_for_workers()
+        except ContainerUnfit as exc:
+            raise AheError(str(exc)) from None
 
 
 def factories_for(

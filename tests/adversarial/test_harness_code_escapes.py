@@ -61,10 +61,17 @@ def test_harness_code_attacks_are_refused_under_ahe_transfer(tmp_path):
 
 @pytest.mark.docker
 def test_harness_code_attacks_are_refused_with_the_docker_sandbox(tmp_path, docker_engine, base_image):
-    """The worker stays in its bwrap jail on the host; the task's container is reached only through
-    the sandbox channel (running the worker inside the container is not built: docs/confinement.md)."""
+    """The worker runs in a container of its own beside the task's (docs/confinement.md): no network,
+    its own pid namespace, a uid of its own; the task's container is reached only through the sandbox
+    channel."""
     _attack_under_eval(tmp_path, ["--sandbox", "docker"], "docker sandbox",
-                       {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"})
+                       {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"},
+                       layer="confined worker (its own container) + model gateway", look=True)
+
+
+# What the agent's own commands in the task's container can find of the worker: nothing.
+LOOK = ("for p in /run/ahe /opt/ahe /opt/ahe-py /opt/ahe-lib /workspace /trace; do [ -e $p ] && echo FOUND $p; done; "
+        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'ahe[.]confine[.]worker'; echo end")
 
 
 def _command(command: str, ws: Path, tasks: Path, out: Path, policy: Path) -> list[str]:
@@ -86,7 +93,9 @@ def _honest(command: str, results: dict) -> bool:
 
 
 def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None,
-                       command: str = "eval") -> None:
+                       layer: str = LAYER, look: bool = False, command: str = "eval") -> None:
+    """`look`: the agent's own first command (the MOCK's) looks for the worker from the task's container."""
+    LAYER = layer  # noqa: N806 - the layer the tally names
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-left-behind-{tag}"
@@ -101,10 +110,14 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     ws = _attack_workspace(tmp_path / "harness", tasks_dir=str(tasks), run_dir=str(out), ahe_pid=os.getpid(),
                            victim_pid=victim.pid, port=listener.getsockname()[1], marker=marker, secret=secret)
     policy = tmp_path / "policy.yaml"
-    policy.write_text(yaml.safe_dump({"name": "does nothing (MOCK)", "rules": [], "default": {"reply": "Done."}}))
+    rules = [{"name": "end", "match": {"turn_min": 2}, "reply": "Done."},
+             {"name": "look", "match": {}, "tool_calls": [{"name": "run_shell_command", "arguments": {"command": LOOK}}]}]
+    policy.write_text(yaml.safe_dump({"name": "does nothing (MOCK)", "rules": rules if look else [],
+                                      "default": {"reply": "Done."}}))
     before = _tree_hash(tasks)
     env = {**os.environ, "OPENAI_API_KEY": secret, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([*_command(command, ws, tasks, out, policy), *extra], capture_output=True, text=True, env={**env, "RAY_ADDRESS": ""}, timeout=600)
+    proc = subprocess.run([*_command(command, ws, tasks, out, policy), *extra], capture_output=True, text=True,
+                          env={**env, "RAY_ADDRESS": ""}, timeout=600)
     try:
         listener.accept()
         connected = True
@@ -120,12 +133,9 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
 
-    notes: dict[str, list[dict]] = {}
-    for events in out.rglob("events.jsonl"):
-        for line in events.read_text().splitlines():
-            ev = json.loads(line)
-            if ev.get("type") == "attack":
-                notes.setdefault(ev["name"], []).append(ev)
+    notes, ran_in = _notes(out)
+    expected_init = "docker-init" if "container" in LAYER else "bwrap"
+    assert len(ran_in) == 2 and all(expected_init in p for p in ran_in), ran_in
     run_files = [p for p in out.rglob("*") if p.is_file()]
 
     tally = Tally("harness code" if where == "local" else f"harness code ({where})")
@@ -137,7 +147,8 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
               attempts=len(evs), note=evs[0]["detail"][:80])
     tally("signal AHE and a host process", victim_alive and not any(e["got_through"] for e in notes["signal AHE and a host process"]),
           LAYER + ": own pid namespace", attempts=2)
-    tally("leave a process behind", not left, LAYER + ": the jail's pid namespace ends with the session", attempts=2)
+    ends = "the container ends with the session" if "container" in LAYER else "the jail's pid namespace ends with the session"
+    tally("leave a process behind", not left, f"{LAYER}: {ends}", attempts=2)
     tally("open a network connection", not connected, LAYER + ": no network namespace", attempts=2)
     tally("task folders byte-identical after the run", _tree_hash(tasks) == before, LAYER, attempts=2)
     tally("pass@1 stays honest (the agent solves nothing)", _honest(command, results), LAYER, attempts=2)
@@ -149,4 +160,30 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     tally("each request to the gateway outside its protocol is recorded as refused",
           len(refused) == 8 and all("unknown operation" in r for r in refused), "model gateway: conversation.jsonl",
           attempts=8, note=refused[0] if refused else "")
+    if look:
+        _judge_look(tally, out)
     tally.check()
+
+
+def _notes(out: Path) -> tuple[dict[str, list[dict]], list[str]]:
+    """The attack middleware's `attack` events by name, and where each session ran (its pid 1)."""
+    notes: dict[str, list[dict]] = {}
+    ran_in: list[str] = []
+    for events in out.rglob("events.jsonl"):
+        for line in events.read_text().splitlines():
+            ev = json.loads(line)
+            if ev.get("type") == "attack":
+                notes.setdefault(ev["name"], []).append(ev)
+            elif ev.get("type") == "where":
+                ran_in.append(ev["pid1"])
+    return notes, ran_in
+
+
+def _judge_look(tally: Tally, out: Path) -> None:
+    """What the agent's LOOK command found of the worker in the task's container: nothing."""
+    seen = [r["content"] for t in out.rglob("trajectory.json") if "sub_agents" not in t.parts
+            for st in json.loads(t.read_text())["steps"] for r in (st.get("observation") or {}).get("results", ())]
+    tally("the agent's commands look for the worker from the task's container (its socket, files, process)",
+          len(seen) == 2 and all("FOUND" not in c and "\n0\nend" in c for c in seen),
+          "the worker's own container: nothing of it is in the task's", attempts=2,
+          note=seen[0].replace("\n", " ")[:80] if seen else "no command ran")
