@@ -57,6 +57,23 @@ def _docker() -> Check:
     return Check("docker engine (docker sandbox)", ok, why, fix, required=False)
 
 
+def _docker_checks() -> list[Check]:
+    """The engine, and when it answers, whether it can run the harness's confined worker (a
+    container started with this machine's interpreter, as every docker trial's worker is)."""
+    engine = _docker()
+    if not engine.ok:
+        return [engine]
+    name = "harness worker's container (docker sandbox)"
+    try:
+        from ahe.confine.container import ready_for_workers
+
+        image = ready_for_workers()
+    except Exception as exc:
+        return [engine, Check(name, False, str(exc), "use a local engine of this machine's architecture, "
+                              "or --sandbox local", required=False)]
+    return [engine, Check(name, True, f"this machine's interpreter starts in {image}", "", required=False)]
+
+
 def _git() -> Check:
     if shutil.which("git") is None:
         return Check("git", False, "git not found", "apt-get install -y git")
@@ -136,7 +153,7 @@ def run_doctor(*, json_out: bool | str = False, ray_address: str | None = None) 
     plan = [
         bounded("python", lambda: [_python()], CHECK_LIMIT_SEC),
         bounded("bubblewrap (local sandbox)", lambda: [_bwrap()], CHECK_LIMIT_SEC),
-        bounded("docker engine (docker sandbox)", lambda: [_docker()], CHECK_LIMIT_SEC, "docker info  (is the engine wedged?)"),
+        bounded("docker engine (docker sandbox)", _docker_checks, CHECK_LIMIT_SEC, "docker info  (is the engine wedged?)"),
         bounded("git identity", lambda: [_git()], CHECK_LIMIT_SEC),
         bounded("model endpoint", lambda: [_endpoint()], CHECK_LIMIT_SEC, "check OPENAI_BASE_URL and the network"),
         bounded("ray", lambda: ray_checks(ray_address, Check), RAY_LIMIT_SEC, "ray status  (on the head)"),

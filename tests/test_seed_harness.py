@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SEED
+from tests.docker_support import base_image, docker_engine  # noqa: F401  (fixtures)
 
 POLICY = REPO / "examples" / "policies" / "write-file.yaml"
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (apt-get install -y bubblewrap)")
@@ -105,3 +106,14 @@ def test_doctor_reports_each_check_as_json():
     endpoint = next(c for c in data["checks"] if c["name"] == "model endpoint")
     assert endpoint["ok"] is False and "AHE_MODEL" in endpoint["fix"]  # env was cleared above
     assert proc.returncode == (0 if data["ok"] else 1)
+
+
+@pytest.mark.docker
+def test_doctor_says_whether_the_engine_runs_the_harness_worker(docker_engine, base_image):
+    """With an engine up, the doctor starts this machine's interpreter in a container, as every
+    docker trial's confined worker is started (ahe/confine/container.py), and says so."""
+    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "doctor", "--json"], capture_output=True, text=True,
+                          timeout=120)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    worker = checks["harness worker's container (docker sandbox)"]
+    assert worker["ok"] is True and "interpreter starts in" in worker["detail"], worker
