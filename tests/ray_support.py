@@ -35,14 +35,15 @@ def require_ray() -> None:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A head (2 CPUs) and one worker node (2 CPUs), each its own process group; stopped at the end."""
+    """A head (2 CPUs) and one worker node (2 CPUs, declaring the `docker` resource: docker trials
+    go there only), each its own process group; stopped at the end."""
     require_ray()
     from ahe.testing.ray_cluster import LocalRayCluster
 
     cluster = LocalRayCluster()
     try:
         cluster.start(cpus=2)
-        cluster.add_node("w1", cpus=2)
+        cluster.add_node("w1", cpus=2, resources={"docker": 1})
         yield cluster
     finally:
         import ray

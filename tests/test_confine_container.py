@@ -78,6 +78,25 @@ def test_the_worker_starts_through_the_hosts_loader_in_any_image(docker_engine, 
         assert description and description["tools"], name
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="as another user the worker runs with that user's own uid")
+def test_a_workspace_only_its_owner_can_read_still_loads_in_the_workers_container(tmp_path, docker_engine):
+    """A umask of 077 (or a Ray node's unpacked cache) leaves the harness 0700/0600: the worker's
+    uid gets a readable copy, and the user's folder is left as it was."""
+    ws = tmp_path / "ws"
+    shutil.copytree(SEED, ws)
+    for folder, _, files in os.walk(ws):
+        os.chmod(folder, 0o700)
+        for f in files:
+            os.chmod(os.path.join(folder, f), 0o600)
+    problem, description = _run(describe_confined(ws, "docker"))
+    assert problem is None and description and description["tools"], problem
+    assert (ws / "agent.yaml").stat().st_mode & 0o777 == 0o600 and ws.stat().st_mode & 0o777 == 0o700
+    private = tmp_path / "private"
+    private.mkdir()
+    assert container.worker_readable(ws, private) == private / "workspace"
+    assert container.worker_readable(SEED, private) == SEED.resolve()  # readable as it is: bound, not copied
+
+
 def _run(coro):
     import asyncio
 

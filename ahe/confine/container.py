@@ -25,6 +25,8 @@ import functools
 import os
 import platform
 import re
+import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -132,6 +134,37 @@ def prepare_socket_dir(socket_dir: Path) -> None:
         for p in [socket_dir, *socket_dir.iterdir()]:
             os.chown(p, uid, gid)
     os.chmod(socket_dir, 0o700)
+
+
+def worker_readable(workspace: Path, private: Path) -> Path:
+    """`workspace` when the worker's uid can read all of it, else a copy under `private` that it
+    can: a folder of mode 0700 or a file of 0600 (a umask of 077, a Ray node's unpacked cache)
+    would stop the harness from loading in its container. `.git` is neither checked nor copied."""
+    root = Path(workspace).resolve()
+    if worker_user()[0] == os.getuid() or _readable_by_others(root):
+        return root
+    copy = private / "workspace"
+    shutil.copytree(root, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    for folder, dirs, files in os.walk(copy):
+        os.chmod(folder, 0o755)
+        for name in files:
+            f = os.path.join(folder, name)
+            if not os.path.islink(f):
+                os.chmod(f, os.stat(f).st_mode | 0o444)
+    return copy
+
+
+def _readable_by_others(root: Path) -> bool:
+    for folder, dirs, files in os.walk(root):
+        if ".git" in dirs:
+            dirs.remove(".git")
+        if os.stat(folder).st_mode & 0o005 != 0o005:
+            return False
+        for name in files:
+            st = os.stat(os.path.join(folder, name), follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o004:
+                return False
+    return True
 
 
 def python_binds() -> dict[str, str]:
@@ -291,6 +324,7 @@ async def launch_container(workspace: Path, socket_dir: Path, env: dict[str, str
     client = client or await asyncio.to_thread(docker_client)
     image = await asyncio.to_thread(_fit_image, client)
     prepare_socket_dir(socket_dir)
+    workspace = await asyncio.to_thread(worker_readable, workspace, socket_dir.parent)
     sock = f"{JAIL_SOCKET_DIR}/{SOCKET_NAME}"
     config = container_config(image, sock, workspace, socket_dir, env, {**owner_labels(), LABEL_WORKER: "1"})
     cmd = WorkerCommand(argv=config["command"], env=env, cwd="/tmp", socket_path=sock, workspace=JAIL_WORKSPACE,

@@ -61,11 +61,12 @@ def unpack(data: bytes, dest: Path, *, skip: frozenset[str] = frozenset()) -> No
         tar.extractall(dest, members=members, filter="tar")
 
 
-def cached_folder(cache_root: Path, cid: str, data_ref: list) -> Path:
+def cached_folder(cache_root: Path, cid: str, data_ref: list, *, shared: bool = False) -> Path:
     """The unpacked folder for content `cid` on this node; unpacked once, then reused.
 
     `data_ref` is a one-element list holding the Ray object, so the bytes are fetched from
-    the object store only when this node has not unpacked that content yet.
+    the object store only when this node has not unpacked that content yet. `shared`: the folder
+    itself readable by other uids (mkdtemp makes it 0700); tasks and sealed snapshots stay private.
     """
     final = cache_root / cid
     if final.is_dir():
@@ -76,6 +77,8 @@ def cached_folder(cache_root: Path, cid: str, data_ref: list) -> Path:
     cache_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{cid[:12]}-", dir=cache_root))
     unpack(data, tmp)
+    if shared:  # a harness workspace: a docker trial's worker reads it as a uid of its own
+        os.chmod(tmp, 0o755)
     try:
         os.rename(tmp, final)
     except OSError:  # another trial on this node unpacked it first

@@ -93,6 +93,7 @@ class TrialRunner:
             return path
         fetch = self._fetching.get(cid)
         if fetch is None:
-            fetch = self._fetching[cid] = asyncio.ensure_future(asyncio.to_thread(cached_folder, self.cache / kind, cid, ref))
+            fetch = self._fetching[cid] = asyncio.ensure_future(
+                asyncio.to_thread(cached_folder, self.cache / kind, cid, ref, shared=kind == "workspaces"))
             fetch.add_done_callback(lambda _: self._fetching.pop(cid, None))
         return await asyncio.shield(fetch)  # a cancelled trial does not cancel the others' fetch

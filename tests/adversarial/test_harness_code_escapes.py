@@ -74,6 +74,15 @@ LOOK = ("for p in /run/ahe /opt/ahe /opt/ahe-py /opt/ahe-lib /workspace /trace; 
         "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'ahe[.]confine[.]worker'; echo end")
 
 
+@pytest.mark.docker
+def test_harness_code_attacks_are_refused_on_ray_with_the_docker_sandbox(tmp_path, ray_cluster, docker_engine, base_image):
+    """Docker trials on a Ray node (the one declaring the `docker` resource): the worker's container is
+    started by that node's trial runner, as on a single machine."""
+    _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address, "--sandbox", "docker"],
+                       "Ray + docker sandbox", {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"},
+                       layer="confined worker (its own container) + model gateway", look=True)
+
+
 def _command(command: str, ws: Path, tasks: Path, out: Path, policy: Path) -> list[str]:
     if command == "transfer":
         return [sys.executable, "-m", "ahe.cli", "transfer", "--harness", str(ws), "--models", "mock-model",
@@ -130,7 +139,7 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     left = _alive_with(marker)
     for pid in left:
         os.kill(pid, 9)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stderr[-2000:] + proc.stdout[-3000:]
     results = json.loads(proc.stdout)
 
     notes, ran_in = _notes(out)
