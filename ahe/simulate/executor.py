@@ -66,8 +66,8 @@ class SimulatedExecutor:
                 usage=Usage(prompt_tokens=TOKENS_PER_TRIAL[0], completion_tokens=TOKENS_PER_TRIAL[1], cost_usd=COST_PER_TRIAL),
                 started_at=now_iso(),
             )
-            spec.trial_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(spec.trial_dir / "result.json", res.model_dump_json() + "\n")  # compact: thousands per run
+            # the trial folder is made by the write; compact JSON: thousands per run
+            atomic_write_text(spec.trial_dir / "result.json", res.model_dump_json() + "\n")
             self.trials_run += 1
             if on_event:
                 on_event("end", spec, res)
