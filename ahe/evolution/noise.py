@@ -33,8 +33,9 @@ from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior, prob_betwee
 from ahe.evolution.reeval import Reevaluator, make_reevaluator, tag_commit, without_change
 from ahe.evolution.scoring import score
 from ahe.harness.manifest import ChangeEntry
+from ahe.rollout.models import RunResults
 from ahe.run_folder import (Attribution, ChangeVerdict, ReevalHarness, ReevalSummary, RunFolder, TaskEvidenceRecord,
-                            read_model)
+                            read_model, read_unchanged)
 
 DECISIVE = 0.99  # p_up at or beyond this (or 1 − this) is a movement
 HINGE_RATE = 0.3  # a raw rate difference that earns re-evaluation
@@ -82,7 +83,7 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
     for r in range(1, it + 1):
         rp.states[r] = state
         folder = run.iteration(r)
-        res = folder.results()
+        res = read_unchanged(folder.results_json, RunResults)  # read only; every round replays the earlier ones
         if res is None:
             raise RuntimeError(f"{folder.results_json}: missing or unreadable")
         ref = folder.harness()
@@ -159,8 +160,7 @@ def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> No
         harnesses.update(info.best.harnesses)
     if not harnesses:
         return
-    # reeval/<task>/<tag>/trial-<n>/: each folder listed once (this runs for every round of every replay),
-    # visited in the order `glob("*/<tag>")` and `glob("trial-*")` would visit them
+    # reeval/<task>/<tag>/trial-<n>/: each folder listed once, in the order glob("*/<tag>"), glob("trial-*") would
     root = str(folder.reeval)
     tasks = [(e.name, e.path, {c.name for c in _entries(e.path)}) for e in _entries(root) if e.is_dir()]
     for tag, h in harnesses.items():

@@ -83,8 +83,15 @@ class HarnessRepo:
         c = self.repo.commit(commit)
         if not c.parents:
             return sorted(c.stats.files)
-        diffs = c.parents[0].diff(c)
-        return sorted({d.a_path or d.b_path for d in diffs} | {d.b_path for d in diffs if d.b_path})
+        # both paths of a rename or copy (-M, as GitPython's diff), one of any other change
+        fields = self.repo.git.diff_tree("-r", "-M", "--name-status", "-z", "--no-commit-id", c.parents[0].hexsha, c.hexsha)
+        parts, files = fields.split("\0"), set()
+        i = 0
+        while i < len(parts) and parts[i]:
+            n = 2 if parts[i][0] in "RC" else 1
+            files.update(parts[i + 1:i + 1 + n])
+            i += 1 + n
+        return sorted(f for f in files if f)
 
     def diff(self, a: str, b: str = "HEAD", paths: list[str] | None = None) -> str:
         return self.repo.git.diff(a, b, "--", *(paths or []))
@@ -103,7 +110,7 @@ class HarnessRepo:
                 self.repo.git.add("--", p)
             else:
                 self.repo.git.rm("--cached", "--ignore-unmatch", "-r", "-q", "--", p)
-        if not self.repo.index.diff("HEAD"):
+        if not self.repo.git.diff("--cached", "--name-only", "-z"):  # nothing staged against HEAD
             return None
         self.repo.git.commit("-m", message, "--no-verify")
         return self.head()
