@@ -19,8 +19,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     data = text.encode("utf-8")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    except FileNotFoundError:  # the folder is new: make it (the common case skips this stat and mkdir)
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except FileNotFoundError:  # the folder is new: make it (a rewrite skips this stat and mkdir)
+        os.makedirs(os.path.dirname(tmp) or ".", exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     try:
         view = memoryview(data)
