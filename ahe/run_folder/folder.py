@@ -52,7 +52,7 @@ def read_unchanged(path: Path, model: type[M]) -> M | None:
         return hit[1]
     value = read_model(path, model)
     if value is not None and st.st_mtime_ns < time.time_ns() - RACY_NS:
-        if len(_UNCHANGED) > 50_000:
+        if len(_UNCHANGED) > 1024:  # a run's rounds, several times over; a suite worker runs hundreds of runs
             _UNCHANGED.clear()
         _UNCHANGED[key] = (stamp, value)
     return value
