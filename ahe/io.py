@@ -14,11 +14,20 @@ from typing import Any
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename over it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    """Write to a temporary file beside `path` (its folder made when missing), then rename over it."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.tmp")
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    except FileNotFoundError:  # the folder is new: make it (a rewrite skips this stat and mkdir)
+        os.makedirs(os.path.dirname(tmp) or ".", exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 

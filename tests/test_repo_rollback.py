@@ -47,3 +47,26 @@ def test_revert_falls_back_to_restoring_files_when_revert_conflicts(tmp_path):
     assert out.method == "restore files" and out.files == ["LongTermMEMORY.md"]
     assert mem.read_text() == ""  # restored from chg-1's base (the seed's empty memory)
     assert not repo.is_dirty()
+
+
+def test_tag_writes_what_git_tag_would_and_git_reads_it(tmp_path):
+    """`HarnessRepo.tag` writes a plain tag itself (no git process); git must see exactly what `git tag -f` makes."""
+    import git
+    import pytest
+
+    repo = HarnessRepo.create(tmp_path / "ws", SEED)
+    seed = repo.head()
+    assert seed == repo.repo.git.rev_parse("HEAD")  # head() reads the ref files
+    (tmp_path / "ws" / "LongTermMEMORY.md").write_text("- lesson L\n")
+    c1 = repo.commit_paths(["LongTermMEMORY.md"], "chg-1")
+    repo.tag("iter-001")  # HEAD
+    repo.tag("best", seed)  # a commit id
+    repo.tag("best", c1)  # moved, as -f does
+    assert repo.repo.git.rev_parse("iter-001") == c1 and repo.repo.git.rev_parse("best") == c1
+    assert repo.repo.git.tag("-l").split() == ["best", "iter-000", "iter-001"]
+    assert repo.tag_commit("best") == c1 and not list((tmp_path / "ws" / ".git" / "refs" / "tags").glob("*.lock"))
+    repo.tag("v1/nested", seed)  # not a plain name: through git, which accepts it
+    assert repo.repo.git.rev_parse("v1/nested") == seed
+    with pytest.raises(git.GitCommandError):  # no such object: git's own error, nothing written
+        repo.tag("ghost", "1" * 40)
+    assert "ghost" not in repo.repo.git.tag("-l").split()

@@ -280,3 +280,20 @@ def test_ahe_simulate_prints_the_policy_table_and_leaves_run_folders(tmp_path: P
     report = subprocess.run([sys.executable, "-m", "ahe.cli", "report", str(run)], capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     assert "re-evaluation trials" in (run / "report.html").read_text()
+
+
+def test_a_tiny_scenario_gives_the_same_metrics_every_time(tmp_path: Path) -> None:
+    """The simulator is deterministic: the suite's worker gives the same metrics in any folder, and `paper`'s
+    are pinned (a speed-up of git, files or the executor must not move a single number)."""
+    from ahe.simulate.command import _one_seed
+
+    sc = Scenario.model_validate({"name": "tiny", "seeds": 1, "iterations": 3, "k": 2, "tasks": {"count": 12},
+                                  "policies": ["paper", "noise", "expected-value"]})
+    first = _one_seed(sc.model_dump_json(), str(tmp_path / "a"), 5, False)
+    again = _one_seed(sc.model_dump_json(), str(tmp_path / "b" / "elsewhere"), 5, True)
+    assert first == again
+    assert first[0] == {"seed": 5, "policy": "paper", "real_changes": 4, "real_correct": 2, "neutral_changes": 3,
+                        "neutral_kept": 3, "seed_true": pytest.approx(0.7585833333333332, abs=1e-12),
+                        "oracle_true": pytest.approx(0.972525, abs=1e-12), "best_true": pytest.approx(0.8680083333333334, abs=1e-12),
+                        "final_true": pytest.approx(0.8680083333333334, abs=1e-12), "rollouts": 96, "reeval_trials": 0}
+    assert [r["reeval_trials"] > 0 for r in first] == [False, True, True]

@@ -404,3 +404,30 @@ def test_resolve_env_templates() -> None:
     assert out == {"A": "/root/x", "B": "dflt", "C": "plain"}
     with pytest.raises(ConfigError, match="MISSING"):
         resolve_env({"A": "${MISSING}"}, host, where="[verifier] env")
+
+
+def test_load_tasks_again_sees_every_edit_of_what_it_reads(tmp_path: Path) -> None:
+    """A task folder is parsed again only when a file it reads changed (`ahe.tasks.unchanged`): every
+    kind of edit between two loads must show in the second."""
+    import os
+    import time
+
+    folder = make_task(tmp_path, "a", '[agent]\ntimeout_sec = 100\n')
+    assert load_tasks(tmp_path).tasks[0] is not load_tasks(tmp_path).tasks[0]  # just written: not trusted yet
+    old = time.time() - 10
+    for p in (folder, folder / "task.toml", folder / "instruction.md", folder / "tests", folder / "tests" / "test.sh"):
+        os.utime(p, (old, old))  # as if written ten seconds ago
+    first = load_tasks(tmp_path).tasks[0]
+    assert load_tasks(tmp_path).tasks[0] is first  # unchanged: not parsed again
+    (folder / "task.toml").write_text('[agent]\ntimeout_sec = 200\n')  # same size, rewritten in place
+    assert load_tasks(tmp_path).tasks[0].agent_timeout_sec == 200
+    (folder / "instruction.md").write_text("Do another thing.\n")
+    assert load_tasks(tmp_path).tasks[0].instruction == "Do another thing.\n"
+    (folder / "environment").mkdir()
+    (folder / "environment" / "Dockerfile").write_text("FROM scratch\n")
+    assert load_tasks(tmp_path).tasks[0].environment.dockerfile == folder.resolve() / "environment" / "Dockerfile"
+    (folder / "environment" / "Dockerfile").unlink()
+    assert load_tasks(tmp_path).tasks[0].environment.dockerfile is None
+    (folder / "tests" / "test.sh").unlink()
+    again = load_tasks(tmp_path)
+    assert not again.tasks and "tests/test.sh" in again.errors[0].message

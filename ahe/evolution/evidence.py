@@ -120,7 +120,13 @@ class Ledger:
         s = n = 0
         judged, touched = self.judged, self.touched
         for st, c in self.obs.get(task, {}).items():
-            if st is state or st == state or all(ch in judged and task not in touched.get(ch, ()) for ch in st ^ state):
+            if st is state or st == state:
+                s += c.s
+                n += c.n
+                continue
+            diff = st ^ state
+            # every change the two states differ in was judged (a set test), and none of them moved the task
+            if diff <= judged and not any(task in touched.get(ch, ()) for ch in diff):
                 s += c.s
                 n += c.n
         return Counts(s, n)

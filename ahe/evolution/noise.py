@@ -21,6 +21,7 @@ A change is judged by evidence, not by a δ threshold on two trials:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,9 @@ from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior, prob_betwee
 from ahe.evolution.reeval import Reevaluator, make_reevaluator, tag_commit, without_change
 from ahe.evolution.scoring import score
 from ahe.harness.manifest import ChangeEntry
+from ahe.rollout.models import RunResults
 from ahe.run_folder import (Attribution, ChangeVerdict, ReevalHarness, ReevalSummary, RunFolder, TaskEvidenceRecord,
-                            read_model)
+                            read_model, read_unchanged)
 
 DECISIVE = 0.99  # p_up at or beyond this (or 1 − this) is a movement
 HINGE_RATE = 0.3  # a raw rate difference that earns re-evaluation
@@ -81,7 +83,7 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
     for r in range(1, it + 1):
         rp.states[r] = state
         folder = run.iteration(r)
-        res = folder.results()
+        res = read_unchanged(folder.results_json, RunResults)  # read only; every round replays the earlier ones
         if res is None:
             raise RuntimeError(f"{folder.results_json}: missing or unreadable")
         ref = folder.harness()
@@ -121,25 +123,33 @@ def replay(run: RunFolder, it: int, *, complete: bool, best_of_it: bool = True) 
 _OUTCOMES: dict[str, tuple[int, bool]] = {}  # result.json -> (mtime_ns, passed): a finished trial is read once
 
 
-def _outcome(trial_dir: Path) -> bool | None:
+def _outcome(trial_dir: Path | str) -> bool | None:
     """A finished re-evaluation trial's outcome (None: absent, unreadable or an infrastructure error)."""
     from ahe.rollout.trial import RESULT_FILE, load_result
 
-    path = trial_dir / RESULT_FILE
+    path = os.path.join(trial_dir, RESULT_FILE)
     try:
-        stamp = path.stat().st_mtime_ns
+        stamp = os.stat(path).st_mtime_ns
     except OSError:
         return None
-    hit = _OUTCOMES.get(str(path))
+    hit = _OUTCOMES.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    res = load_result(trial_dir)
+    res = load_result(Path(trial_dir))
     if res is None or res.infra:
         return None
     if len(_OUTCOMES) > 200_000:
         _OUTCOMES.clear()
-    _OUTCOMES[str(path)] = (stamp, res.passed)
+    _OUTCOMES[path] = (stamp, res.passed)
     return res.passed
+
+
+def _entries(folder: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as it:
+            return list(it)
+    except OSError:
+        return []
 
 
 def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> None:
@@ -148,13 +158,21 @@ def _add_reevals(run: RunFolder, r: int, rp: Replay, *, best: bool = True) -> No
     harnesses = dict(info.harnesses) if info else {}
     if info and info.best and best:
         harnesses.update(info.best.harnesses)
+    if not harnesses:
+        return
+    # reeval/<task>/<tag>/trial-<n>/: each folder listed once, in the order glob("*/<tag>"), glob("trial-*") would
+    root = str(folder.reeval)
+    tasks = [(e.name, e.path, {c.name for c in _entries(e.path)}) for e in _entries(root) if e.is_dir()]
     for tag, h in harnesses.items():
-        for task_dir in folder.reeval.glob(f"*/{tag}"):
-            got = [x for x in (_outcome(d) for d in task_dir.glob("trial-*")) if x is not None]
-            rp.ledger.add(task_dir.parent.name, frozenset(h.state), sum(got), len(got))
+        for task, task_path, tags in tasks:
+            tag_dir = os.path.join(task_path, tag)
+            if tag not in tags or not os.path.exists(tag_dir):
+                continue
+            got = [x for x in (_outcome(e.path) for e in _entries(tag_dir) if e.name.startswith("trial-")) if x is not None]
+            rp.ledger.add(task, frozenset(h.state), sum(got), len(got))
             if tag == f"iter-{r - 1:03d}":  # the round's own head: part of what the round saw
                 rnd = rp.rounds.setdefault(r, {})
-                rnd[task_dir.parent.name] = rnd.get(task_dir.parent.name, Counts()) + Counts(sum(got), len(got))
+                rnd[task] = rnd.get(task, Counts()) + Counts(sum(got), len(got))
 
 
 @dataclass

@@ -90,6 +90,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path, *, check_load: bool = True) -> 
     seal_dir = (cfg.seal_dir or out / SEAL_DIR).resolve()
     index = seal_tasks(loaded.tasks, seal_dir)  # new tasks are snapshotted; sealed ones must be unchanged
     specs, done, expected, needs_docker, task_dirs = [], [], {}, [], {}
+    workspace = cfg.workspace.resolve()  # once, not once per trial
     skipped = [f"{e.path}: {e.message}" for e in loaded.errors]
     for task in loaded.tasks:
         if not can_run(cfg.sandbox, task):
@@ -114,7 +115,7 @@ def plan_rollouts(cfg: RolloutConfig, out: Path, *, check_load: bool = True) -> 
                     task_name=task.name,
                     trial=n,
                     trial_dir=tdir,
-                    workspace=cfg.workspace.resolve(),
+                    workspace=workspace,
                     agent_role=cfg.agent_role,
                     attempt=(prev.attempt + 1) if prev is not None else 1,
                 )

@@ -21,11 +21,11 @@ from ahe.run_folder.decisions import (
     Verdict,
     WatchEvidence,
 )
-from ahe.run_folder.folder import HarnessRef, IterationFolder, RunFolder, read_json, read_model, write_model
+from ahe.run_folder.folder import HarnessRef, IterationFolder, RunFolder, read_json, read_model, read_unchanged, write_model
 from ahe.run_folder.records import PHASES, IterationScore, LoopState, Scores
 
 __all__ = [
     "PHASES", "Attribution", "ChangeVerdict", "HarnessRef", "IterationFolder", "IterationScore", "LoopState",
     "PredictionScore", "ReevalHarness", "ReevalSummary", "BestCandidate", "BestDecision", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "VariantRecord", "VariantsReport", "Verdict", "WatchEvidence", "read_json",
-    "read_model", "write_model",
+    "read_model", "read_unchanged", "write_model",
 ]

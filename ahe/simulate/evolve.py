@@ -32,7 +32,10 @@ class ScriptedEvolve:
         from evolve_agent.context import discard_all
 
         out_dir.mkdir(parents=True, exist_ok=True)
-        discard_all(repo)
+        # what the evolve agent does first, when there is anything to throw away (one git process when
+        # there is not, as in every simulated round, instead of the seven of discard_all's checks)
+        if repo.repo.git.status("--porcelain", "--untracked-files=all", "--ignored"):
+            discard_all(repo)
         base = repo.head()
         manifest = Manifest(iteration=iteration, base_commit=base, stop_reason="scripted")
         todo = sorted((c for c in self.world.changes.values() if c.iteration == iteration), key=lambda c: c.index)

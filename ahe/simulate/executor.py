@@ -11,6 +11,7 @@ reproducible and independent of the order trials run in.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from typing import Sequence
 
@@ -66,7 +67,7 @@ class SimulatedExecutor:
                 usage=Usage(prompt_tokens=TOKENS_PER_TRIAL[0], completion_tokens=TOKENS_PER_TRIAL[1], cost_usd=COST_PER_TRIAL),
                 started_at=now_iso(),
             )
-            spec.trial_dir.mkdir(parents=True, exist_ok=True)
+            os.makedirs(spec.trial_dir, exist_ok=True)  # a new folder: made before the write tries it
             atomic_write_text(spec.trial_dir / "result.json", res.model_dump_json() + "\n")  # compact: thousands per run
             self.trials_run += 1
             if on_event:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel
 
 from ahe.errors import ConfigError
+from ahe.tasks.unchanged import load_unchanged
 from ahe.tasks.model import (
     COMPOSE_NAMES,
     DEFAULT_AGENT_TIMEOUT_SEC,
@@ -397,7 +398,7 @@ def load_tasks(
     by_name: dict[str, Task] = {}
     for folder in candidates:
         try:
-            task = load_task(folder)
+            task = load_unchanged(folder, load_task)  # parsed again only when its files changed
         except ConfigError as exc:
             errors.append(TaskLoadError(name=folder.name, path=folder, message=str(exc)))
             continue

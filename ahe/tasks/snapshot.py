@@ -86,29 +86,28 @@ def _digest(path: str, st: os.stat_result) -> str:
 def manifest(folder: Path) -> dict[str, str]:
     """relative path → sha256 of every regular file and symlink (its target) under `folder`."""
     out: dict[str, str] = {}
-    root = str(folder)
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        keep = []
-        for d in sorted(dirnames):
-            if d in SKIP_NAMES:
-                continue
-            if os.path.islink(os.path.join(dirpath, d)):
-                filenames.append(d)  # a link to a folder is recorded as a link, never followed
-            else:
-                keep.append(d)
-        dirnames[:] = keep
-        for name in filenames:
-            if name in SKIP_NAMES:
-                continue
-            path = os.path.join(dirpath, name)
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            st = os.lstat(path)
-            if os.path.islink(path):
-                out[rel] = "link:" + hashlib.sha256(os.fsencode(os.readlink(path))).hexdigest()
-            elif os.path.isfile(path):
-                out[rel] = _digest(path, st)
+    _scan(str(folder), "", out)
     return dict(sorted(out.items()))
+
+
+def _scan(path: str, prefix: str, out: dict[str, str]) -> None:
+    """One folder's entries into `out` (a link is recorded as the link it is, never followed; other
+    kinds of file are not content). One directory listing and one lstat per regular file."""
+    try:
+        with os.scandir(path) as it:
+            entries = list(it)
+    except OSError:  # as os.walk: a folder that cannot be listed is left out
+        return
+    for e in entries:
+        if e.name in SKIP_NAMES:
+            continue
+        rel = prefix + e.name
+        if e.is_symlink():
+            out[rel] = "link:" + hashlib.sha256(os.fsencode(os.readlink(e.path))).hexdigest()
+        elif e.is_dir(follow_symlinks=False):
+            _scan(e.path, rel + "/", out)
+        elif e.is_file(follow_symlinks=False):
+            out[rel] = _digest(e.path, e.stat(follow_symlinks=False))
 
 
 def combine(files: Mapping[str, str]) -> str:
