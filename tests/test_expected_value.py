@@ -98,3 +98,47 @@ def test_the_simulated_executor_does_not_make_the_scheduler_probe_the_harness() 
     from tests.test_simulate import _world as world
 
     assert loads_harness(None) and not loads_harness(SimulatedExecutor(world()))
+
+
+def _keep_judge(obs: dict) -> object:
+    from types import SimpleNamespace
+
+    from ahe.evolution.ev_keeps import Keep, KeepJudge
+    from ahe.evolution.evidence import Ledger
+    from ahe.run_folder import ChangeVerdict
+
+    key, state = "001/chg-1", frozenset({"001/chg-1"})
+    v = ChangeVerdict(change_id="chg-1", commit="abc", component="skill", verdict="keep", reason="kept", predicted_fixes=["t"],
+                      fixes_improved=[], fixes_not_improved=["t"], predicted_regressions=[], regressions_happened=[],
+                      unpredicted_regressions=[])
+    # round 2 judged it first and saw 2/2 on the harness carrying it; round 3 is the one judging it again now
+    rd = SimpleNamespace(rp=SimpleNamespace(tasks=["t"], rounds={2: {"t": Counts(2, 2)}}, states={2: state}), before=state,
+                         btag="base-003", ev=None, prior=U)
+    return KeepJudge(rd, Keep(key, v, made=1, first=2), Ledger(obs={"t": obs}, judged={key}), 0.5, 0.05, 10, {"t": Counts(2, 2)})
+
+
+def test_a_keep_is_judged_again_without_the_trials_that_chose_it_once_later_rounds_ran_the_task_as_often() -> None:
+    lucky = Counts(2, 2)  # the round that kept it: two lucky trials on a task that fails 1 time in 2 without it
+    without = Counts(5, 10)
+    alone = _keep_judge({frozenset(): without, frozenset({"001/chg-1"}): lucky})
+    assert alone.sides("t") == (lucky, without)  # nothing later: the choosing round still counts
+    later = _keep_judge({frozenset(): without, frozenset({"001/chg-1"}): lucky + Counts(1, 2)})
+    assert later.sides("t") == (Counts(1, 2), without)  # a later round ran it twice: the lucky pair is left out
+    assert later.moments()[0] < alone.moments()[0]
+
+
+def test_an_iteration_spends_what_earlier_ones_left_and_earlier_keeps_get_trials_without_them(tmp_path: Path) -> None:
+    from ahe.run_folder import ReevalSummary
+
+    loop = _loop(tmp_path, _world(), "expected-value")
+    _run(loop)
+    it = loop.run.root / "iterations"
+    two = ReevalSummary.model_validate_json((it / "002" / "reeval.json").read_text())
+    three = ReevalSummary.model_validate_json((it / "003" / "reeval.json").read_text())
+    allowance = int(0.5 * 16 * 2)
+    assert two.budget == allowance and two.spent + (two.best.spent if two.best else 0) < allowance
+    assert three.budget == 2 * allowance - two.spent - (two.best.spent if two.best else 0) > allowance
+    # the idle change kept in round 2 was judged again in round 3 with fresh trials on the base without it
+    tag = "base-002-without-001-chg-2"
+    assert tag in three.harnesses and "001/chg-2" not in three.harnesses[tag].state
+    assert any((it / "003" / "reeval" / t / tag).is_dir() for t in [f"sim-task-{i:03d}" for i in range(1, 17)])
