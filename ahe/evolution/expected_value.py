@@ -22,15 +22,12 @@ for free, while a change dropped is never seen again.
    named, "an earlier change did it" keeps one share); a task that moved under several changes
    is pinned by re-running "head without c" (as `noise` does).
 4. Tasks whose raw rate moved by 0.3 or more get a few fresh trials on the head first (a
-   rise nobody named starts from a small prior). Then re-evaluation trials go where the **value
-   of information** is highest: the decision — a new change's, or an earlier keep's judged again
-   — with the largest expected loss (σ·(φ(z) − |z|·(1 − Φ(|z|))), z = (μ − cost)/σ), on the tasks
-   that carry most of its variance, until no decision is worth a trial or the budget (minus
-   H_best's reserved share) is spent. The budget is the run's (`run_budget`): what an iteration
-   leaves unspent carries to later ones, where the last looks are final.
-5. Earlier keeps are judged again every round (`ev_keeps`) on everything with them against
-   everything without them, by the same bar, the trials of the round that chose them left out
-   once later rounds ran the task as often; one that no longer clears it is rolled back.
+   rise nobody named starts from a small prior). Then re-evaluation trials go where the **value of information** is highest: the change whose
+   decision has the largest expected loss (σ·(φ(z) − |z|·(1 − Φ(|z|))), z = (μ − cost)/σ),
+   on the tasks that carry most of its variance, until no decision is worth a trial or the
+   budget (minus H_best's reserved share) is spent.
+5. Earlier keeps are judged again every round on everything with them against everything
+   without them, by the same bar; one that no longer clears it is rolled back.
 6. Given a move, a task's effect is shrunk towards the run's learned mean effect on such tasks
    (predicted fixes that moved rose by this much on average; predicted risks fell by that much),
    so a change whose kind has helped in this run gets the benefit of its own track record.
@@ -42,30 +39,75 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ahe.evolution.evidence import Counts, Ledger, fit_prior
-from ahe.evolution.ev_keeps import KeepJudge, keep_judges, rejudge
-from ahe.evolution.ev_model import TaskEffect, expected_loss, keep_bar, log_bf, p_above_cost, p_moved, task_effect  # noqa: F401
-from ahe.evolution.noise import _attribution, _manifest, _pin, _Round, open_round, verdict_from_movement
+from scipy.special import betaln
+
+from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
+from ahe.evolution.noise import _attribution, _manifest, _pin, _Round, change_key, open_round, verdict_from_movement
 from ahe.evolution.reeval import Reevaluator, make_reevaluator
 from ahe.harness.manifest import ChangeEntry
-from ahe.run_folder import Attribution, ChangeVerdict, ReevalSummary, RunFolder, read_model
+from ahe.run_folder import Attribution, ChangeVerdict, RunFolder, WatchEvidence
 
 CLUTTER = 0.15  # a neutral change kept costs this share of one task's pass rate (÷ tasks: pass@1 units)
 RESERVE = 0.25  # of the round's re-evaluation budget, kept for H_best
 MIN_LOSS = 0.003  # stop re-evaluating when no decision's expected loss exceeds this share of one task
 PIN_AT = 0.8  # P(moved) above which a task shared by several changes is pinned with "without c" trials
-KEEP_VOI = True  # earlier keeps compete for re-evaluation trials with the round's changes (False: the ablation in docs/decisions.md)
-CARRY = True  # an iteration's unspent re-evaluation budget carries to later ones (False: the ablation in docs/decisions.md)
 TOUCH_AT = 0.5  # a change's share of P(moved) at which the task counts as touched by it (history stops pooling)
 PRIOR_PRECISION = (2.0, 2.0)  # Beta prior of "a named task moves" (mean 1/2: wider than the paper's 1/3, see fit_rates)
 UNNAMED_MOVES = 3.0  # prior: a change may move about this many tasks its manifest did not name
 HINGE = 0.3  # a raw rate gap that earns screening trials before the value-of-information search
 SCREEN_SHARE = 0.3  # of the budget, at most this much on screening
+EFFECT_SD = 0.3  # prior spread of a moved task's effect around the run's learned mean effect
 EFFECT_PSEUDO = 4.0  # pseudo-observations of a zero effect the learned mean starts from
 BATCH = 4  # tasks re-run per value-of-information step
 PIN_SHARE = 0.4  # of the budget, at most this much on "head without c" trials
 COMPONENT_PSEUDO = 4.0  # a component class's named-task precision is shrunk towards the overall one by this many tasks
 EARLIER = 1.0  # weight of "an earlier change did it" for a task no change of the round named
+OPEN_BAR = 0.25  # keep while P(effect > cost) is at least this and a later round will judge it again
+
+
+def keep_bar(final: bool) -> float:
+    """The posterior probability that a change beats the clutter cost needed to keep it. At the last
+    look it is 0.5 (the expected-value rule); before it lower: a change kept is judged again every
+    round on evidence that grows for free, while one dropped is never seen again."""
+    return 0.5 if final else OPEN_BAR
+
+
+def p_moved(before: Counts, after: Counts, prior: Prior, pi: float) -> float:
+    """Posterior P(the pass rate differs between the two sides) under the spike-and-slab model."""
+    a, b = prior.a, prior.b
+    slab = (betaln(a + before.s, b + before.n - before.s) + betaln(a + after.s, b + after.n - after.s) - 2 * betaln(a, b))
+    both = before + after
+    spike = betaln(a + both.s, b + both.n - both.s) - betaln(a, b)
+    log_odds = math.log(pi / (1 - pi)) + slab - spike
+    return 1 / (1 + math.exp(-max(-50.0, min(50.0, log_odds))))
+
+
+def diff_moments(before: Counts, after: Counts, prior: Prior) -> tuple[float, float]:
+    """Mean and variance of p_after − p_before with independent Beta posteriors."""
+    def mv(c: Counts) -> tuple[float, float]:
+        x, y = c.post(prior)
+        return x / (x + y), x * y / ((x + y) ** 2 * (x + y + 1))
+    (ma, va), (mb, vb) = mv(after), mv(before)
+    return ma - mb, va + vb
+
+
+@dataclass
+class TaskEffect:
+    task: str
+    p: float  # P(moved)
+    mean: float  # E[effect on this task's pass rate] = p · E[diff | moved]
+    var: float
+
+
+def task_effect(task: str, before: Counts, after: Counts, prior: Prior, pi: float, mu: float = 0.0) -> TaskEffect:
+    """P(moved) and the moments of the effect; given a move, the data's difference is shrunk towards
+    `mu`, the run's learned mean effect on such a task (a predicted fix tends to rise)."""
+    p = p_moved(before, after, prior, pi)
+    d, v = diff_moments(before, after, prior)
+    v0 = EFFECT_SD ** 2
+    m = (d / v + mu / v0) / (1 / v + 1 / v0) if v > 0 else d
+    v = 1 / (1 / v + 1 / v0) if v > 0 else v
+    return TaskEffect(task, p, p * m, p * (v + m * m) - (p * m) ** 2)
 
 
 def learned_effects(run: RunFolder, it: int) -> tuple[float, float]:
@@ -81,6 +123,14 @@ def learned_effects(run: RunFolder, it: int) -> tuple[float, float]:
         for pred, out in ((att.fix_predictions.predicted, fix), (att.regression_predictions.predicted, risk)):
             out += [att.pass_rate_after.get(t, 0.0) - att.pass_rate_before.get(t, 0.0) for t in pred if t in moved]
     return sum(fix) / (len(fix) + EFFECT_PSEUDO), sum(risk) / (len(risk) + EFFECT_PSEUDO)
+
+
+def _log_bf(before: Counts, after: Counts, prior: Prior) -> float:
+    """Log Bayes factor, moved against not moved, of one task's two sides (the spike and slab of `p_moved`)."""
+    a, b = prior.a, prior.b
+    slab = betaln(a + before.s, b + before.n - before.s) + betaln(a + after.s, b + after.n - after.s) - 2 * betaln(a, b)
+    both = before + after
+    return slab - (betaln(a + both.s, b + both.n - both.s) - betaln(a, b))
 
 
 @dataclass
@@ -115,7 +165,7 @@ def _round_rows(rd: _Round, run: RunFolder, it: int) -> list[tuple[list[str], in
             else:
                 before, after = rd.rp.rounds.get(r - 1, {}).get(t, Counts()), rd.rp.rounds.get(r, {}).get(t, Counts())
             if before.n and after.n:
-                rows.append((named.get(t, []), len(changes), log_bf(before, after, rd.prior)))
+                rows.append((named.get(t, []), len(changes), _log_bf(before, after, rd.prior)))
     return rows
 
 
@@ -170,7 +220,6 @@ class _Judge:
     attributed: dict[str, list[str]]
     mu_fix: float = 0.0
     mu_risk: float = 0.0
-    allow: int = 0  # this iteration's own share of the re-evaluation budget (screening, pinning and the reserve scale with it)
     _cache: dict = field(default_factory=dict)
     _keys: dict = field(default_factory=dict)
 
@@ -224,10 +273,17 @@ class _Judge:
         return out
 
 
+def expected_loss(mean: float, var: float, cost: float) -> float:
+    """The expected loss of deciding by the mean: σ·(φ(z) − |z|·(1 − Φ(|z|)))."""
+    sd = math.sqrt(max(var, 1e-18))
+    z = abs(mean - cost) / sd
+    return sd * (math.exp(-z * z / 2) / math.sqrt(2 * math.pi) - z * 0.5 * math.erfc(z / math.sqrt(2)))
+
+
 async def _screen(j: _Judge, ev: Reevaluator) -> None:
     """Tasks whose raw pass rate moved by HINGE or more get fresh trials on the head first: a rise
     nobody named has a small prior, so the value-of-information search alone would not look at it."""
-    cap = ev.spent + int(j.allow * SCREEN_SHARE)
+    cap = int(ev.budget * SCREEN_SHARE)
     while ev.spent < cap:
         reqs = []
         for t in j.rd.rp.tasks:
@@ -242,32 +298,31 @@ async def _screen(j: _Judge, ev: Reevaluator) -> None:
             return
 
 
-async def _gather(j: _Judge, ev: Reevaluator, keeps: list[KeepJudge], repo: Any) -> None:
-    """Re-evaluation trials where the value of information is highest (module docstring, point 4): the
-    decision with the largest expected loss among the round's changes and the earlier keeps judged again."""
-    reserve = int(j.allow * RESERVE)
+async def _gather(j: _Judge, ev: Reevaluator) -> None:
+    """Re-evaluation trials where the value of information is highest (module docstring, point 4)."""
+    reserve = int(ev.budget * RESERVE)
     while ev.left > reserve:
         effects = j.change_effects()
-        losses: dict[Any, float] = {cid: expected_loss(m, v, j.cost) for cid, (m, v, _) in effects.items()}
-        if KEEP_VOI:
-            losses.update({i: expected_loss(*kj.moments()[:2], j.cost) for i, kj in enumerate(keeps)})
+        losses = {cid: expected_loss(m, v, j.cost) for cid, (m, v, _) in effects.items()}
         cid = max(losses, key=lambda i: losses[i], default=None)
         if cid is None or losses[cid] * j.n < MIN_LOSS:
             return
-        if isinstance(cid, int):
-            reqs = keeps[cid].requests(BATCH, repo)
-        else:
-            rows = sorted(effects[cid][2], key=lambda r: -(r[1] ** 2) * r[2].var)
-            reqs = []
-            for t, _share, _e in rows[:BATCH]:
-                # the base's own trials, not its pooled history: history may sit on another level
-                a, b = j.rd.after_counts(t), j.rd.rp.ledger.exact(t, j.rd.before) + ev.have(t, j.rd.btag)
-                side = j.rd.atag if a.n <= b.n else j.rd.btag
-                reqs.append((t, side, ev.have(t, side).n + 1))
+        rows = sorted(effects[cid][2], key=lambda r: -(r[1] ** 2) * r[2].var)
+        reqs = []
+        for t, _share, _e in rows[:BATCH]:
+            # the base's own trials, not its pooled history: history may sit on another level
+            a, b = j.rd.after_counts(t), j.rd.rp.ledger.exact(t, j.rd.before) + ev.have(t, j.rd.btag)
+            side = j.rd.atag if a.n <= b.n else j.rd.btag
+            reqs.append((t, side, ev.have(t, side).n + 1))
         before = ev.spent
         await ev.run(reqs[: max(1, ev.left - reserve)])
         if ev.spent == before:
             return
+
+
+def p_above_cost(mean: float, var: float, cost: float) -> float:
+    """P(effect > cost) under a normal approximation of the posterior."""
+    return 0.5 * math.erfc(-(mean - cost) / (math.sqrt(max(var, 1e-18)) * math.sqrt(2)))
 
 
 def _verdict(j: _Judge, c: ChangeEntry, mean: float, var: float, rows: list, final: bool) -> ChangeVerdict:
@@ -291,6 +346,53 @@ def _verdict(j: _Judge, c: ChangeEntry, mean: float, var: float, rows: list, fin
         confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched)
 
 
+def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, int, int]]:
+    """change key -> (its latest verdict, the iteration that made it, the attribution that judged it first), for keeps."""
+    out: dict[str, tuple[ChangeVerdict, int, int]] = {}
+    for r in range(2, it):
+        att = run.iteration(r).attribution()
+        if att is None:
+            continue
+        for v in att.changes + att.rejudged:
+            made = v.change_iteration if v.change_iteration is not None else r - 1
+            key = change_key(made, v.change_id)
+            first = out[key][2] if key in out else r
+            out[key] = (v, made, first)
+    return {k: x for k, x in out.items() if x[0].verdict == "keep"}
+
+
+def _rejudge(j: _Judge, run: RunFolder, it: int, led: Ledger, final: bool) -> list[ChangeVerdict]:
+    """Earlier keeps still in the harness, judged again with everything since (point 5): on every task,
+    all trials with the change against all trials without it — a harm its own round did not see
+    (a lucky pair of trials) shows here once later rounds have run the task with it."""
+    rd, out = j.rd, []
+    for key, (v, made, _first) in sorted(_earlier_keeps(run, it).items()):
+        if key not in rd.before:
+            continue
+        sides = Ledger(obs=led.obs, judged=led.judged, touched={**led.touched, key: set(rd.rp.tasks)})
+        named = set(v.predicted_fixes) | set(v.predicted_regressions) | set(v.replay_at_risk)
+        rows, mean, var = [], 0.0, 0.0
+        for t in rd.rp.tasks:
+            with_c, without = sides.pooled(t, rd.before), sides.pooled(t, rd.before - {key})
+            if not with_c.n or not without.n:
+                continue
+            pi = 0.5 if t in v.touched_tasks else j.precision if t in named else j.base
+            e = task_effect(t, without, with_c, rd.prior, pi)
+            mean, var = mean + e.mean / j.n, var + e.var / j.n ** 2
+            if t in v.touched_tasks or e.p >= TOUCH_AT:
+                rows.append(WatchEvidence(task=t, with_change=(with_c.s, with_c.n), without=(without.s, without.n), p_up=round(e.p, 4)))
+        if p_above_cost(mean, var, j.cost) >= keep_bar(final):  # the same bar as a new change's
+            continue
+        sd = math.sqrt(max(var, 1e-18))
+        p_below = 1 - p_above_cost(mean, var, j.cost)
+        out.append(v.model_copy(update={
+            "verdict": "rollback", "change_iteration": made, "watch_evidence": rows, "confidence": round(p_below, 4),
+            "reason": (f"judged again on every task, all trials with it against all without it: expected effect on pass@1 "
+                       f"{100 * mean:+.2f} points (sd {100 * sd:.2f}) against a clutter cost of {100 * j.cost:.2f}: "
+                       f"P(effect > cost) {1 - p_below:.2f} < {keep_bar(final)}")}))
+    return out
+
+
 async def _pin_shared(j: _Judge, ev: Reevaluator, repo: Any) -> dict[str, str]:
     """Tasks that surely moved while several changes could have done it: "head without c" trials
     (as `noise` pins), out of at most PIN_SHARE of the budget, H_best's reserve left alone."""
@@ -302,7 +404,7 @@ async def _pin_shared(j: _Judge, ev: Reevaluator, repo: Any) -> dict[str, str]:
     if not movers:
         return {}
     full = ev.budget
-    ev.budget = min(full - int(j.allow * RESERVE), ev.spent + int(j.allow * PIN_SHARE))
+    ev.budget = min(full - int(full * RESERVE), ev.spent + int(full * PIN_SHARE))
     try:
         pinned, how = await _pin(j.rd, movers, repo)
     finally:
@@ -312,28 +414,22 @@ async def _pin_shared(j: _Judge, ev: Reevaluator, repo: Any) -> dict[str, str]:
 
 
 async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reevaluator: Reevaluator | None,
-                                   final: bool = True, allowance: int | None = None) -> Attribution:
-    """Judge iteration it−1's changes and every earlier keep. `allowance`: this iteration's own share of
-    the run's re-evaluation budget (the reevaluator's budget may be larger: what earlier ones left)."""
+                                   final: bool = True) -> Attribution:
     rd = open_round(run, it, repo, reevaluator)
     changes, rp = rd.changes, rd.rp
     mu_fix, mu_risk = learned_effects(run, it)
-    n = max(1, len(rp.tasks))
-    j = _Judge(rd, fit_rates(rd, run, it, n), n, {}, mu_fix, mu_risk)
-    if reevaluator is not None:
-        j.allow = min(reevaluator.budget, allowance if allowance is not None else reevaluator.budget)
-    led = Ledger(obs=rp.ledger.obs, judged=set(rp.ledger.judged), touched={k: set(v) for k, v in rp.ledger.touched.items()})
-    keeps = keep_judges(rd, run, it, led, j.precision, j.base, n)
+    j = _Judge(rd, fit_rates(rd, run, it, max(1, len(rp.tasks))), max(1, len(rp.tasks)), {}, mu_fix, mu_risk)
     how: dict[str, str] = {}
     if reevaluator is not None and changes:
         await _screen(j, reevaluator)
     if reevaluator is not None and len(changes) > 1:
         how = await _pin_shared(j, reevaluator, repo)
-    if reevaluator is not None and (changes or keeps):
-        await _gather(j, reevaluator, keeps, repo)
+    if reevaluator is not None and changes:
+        await _gather(j, reevaluator)
     effects = j.change_effects()
     verdicts = [_verdict(j, c, *effects[c.id], final) for c in changes]
-    rejudged = rejudge(keeps, j.cost, final)
+    led = Ledger(obs=rp.ledger.obs, judged=set(rp.ledger.judged), touched={k: set(v) for k, v in rp.ledger.touched.items()})
+    rejudged = _rejudge(j, run, it, led, final)
     movers = {t: ("up" if e.mean > 0 else "down") for t in rp.tasks if (e := j.effect(t)).p >= TOUCH_AT}
     predicted = {t for c in changes for t in named_tasks(c)}
     att = _attribution(rd, movers, {t: [cid for cid, s in j.shares(t).items() if s * j.effect(t).p >= TOUCH_AT]
@@ -376,20 +472,7 @@ class ExpectedValuePolicy:
         results = ctx.run.iteration(it).results()
         n_tasks = len(results.tasks) if results else 0
         final = it >= ctx.cfg.iterations + (1 if ctx.cfg.evaluate_final else 0)  # no later round will judge it again
-        allowance = int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k)
-        budget = run_budget(ctx.run, it, allowance) if CARRY else allowance
         with reeval_executor(ctx) as executor:
-            ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor, budget=budget)
-            return await attribute_expected_value(ctx.run, it, ctx.repo, reevaluator=ev, final=final, allowance=allowance)
-
-
-def run_budget(run: RunFolder, it: int, allowance: int) -> int:
-    """This iteration's re-evaluation budget: the run's, `allowance` per iteration judged so far, less what
-    earlier iterations spent (attribution and H_best). A trial an early round did not need is spent where
-    the value of information is higher — at the last looks, where a decision is final."""
-    spent = 0
-    for r in range(2, it):
-        info = read_model(run.iteration(r).reeval_json, ReevalSummary)
-        if info is not None:
-            spent += info.spent + (info.best.spent if info.best else 0)
-    return max(allowance, allowance * (it - 1) - spent)
+            ev = make_reevaluator(ctx.repo, ctx.run.iteration(it), rollout_config(ctx), executor,
+                                  budget=int(ctx.cfg.attribution.reeval_share * n_tasks * ctx.cfg.k))
+            return await attribute_expected_value(ctx.run, it, ctx.repo, reevaluator=ev, final=final)
