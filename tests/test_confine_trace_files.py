@@ -58,6 +58,8 @@ def test_the_host_writes_a_tail_only_past_bytes_it_wrote_itself(tmp_path):
     assert sink.write({"events.jsonl": {"at": "1", "data": tail["data"]}}) != []
     assert [r.split(" (")[0] for r in sink.write({"result.json": tail, "../evil": tail})] == ["result.json", "../evil"]
     assert (tmp_path / "events.jsonl").read_bytes() == b"abc"
+    assert sink.write({"events.jsonl": {"at": 3, "data": tail["data"]}}) != []  # refused before: whole first
+    assert sink.write({"events.jsonl": base64.b64encode(b"abc").decode()}) == []
     assert sink.write({"events.jsonl": {"at": 3, "data": tail["data"]}}) == []
     assert (tmp_path / "events.jsonl").read_bytes() == b"abcx"
 
@@ -100,3 +102,17 @@ def test_links_and_fifos_in_the_workers_trace_are_not_read(tmp_path):
                                    (b"xbc", b"abc", 0), (b"a" * 1000 + b"b", b"a" * 1000 + b"c", 1000)])
 def test_common_prefix(a, b, n):
     assert _common_prefix(a, b) == n
+
+
+def test_after_a_refusal_no_tail_of_that_file_is_written_until_it_comes_whole(tmp_path):
+    """A worker does not wait for the host's answer to a hand-over, so it may send tails of a
+    file the host refused: none is written onto the host's older copy."""
+    sink = TraceSink(tmp_path, 1000)
+    blob = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    assert sink.write({"events.jsonl": blob(b"a" * 600)}) == []
+    assert sink.write({"events.jsonl": {"at": 600, "data": blob(b"b" * 500)}}) != []  # over the cap
+    assert sink.write({"events.jsonl": {"at": 10, "data": blob(b"c")}}) != []  # fits, but onto the old copy
+    assert (tmp_path / "events.jsonl").read_bytes() == b"a" * 600
+    assert sink.write({"events.jsonl": blob(b"d" * 700)}) == []  # whole again: tails fit after it
+    assert sink.write({"events.jsonl": {"at": 700, "data": blob(b"e")}}) == []
+    assert (tmp_path / "events.jsonl").read_bytes() == b"d" * 700 + b"e"

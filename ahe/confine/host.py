@@ -233,6 +233,8 @@ class ConfinedWorker:
             except Exception as exc:  # a bug here must not leave the worker waiting forever
                 log.exception("confined worker request %s failed", msg.get("op"))
                 out = {"error": error("infra", f"the host failed to serve {msg.get('op')}: {exc}", kind="worker")}
+            if "id" not in msg and msg.get("op") == "trace":  # a notice: nobody waits for an answer
+                return
             out["id"] = msg.get("id")
             writer.write(encode(out))
             await writer.drain()

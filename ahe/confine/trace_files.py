@@ -39,6 +39,7 @@ class TraceSink:
     def __init__(self, trace_dir: Path, limit_bytes: int) -> None:
         self.trace_dir, self.limit = Path(trace_dir), limit_bytes
         self._sizes: dict[str, int] = {}  # name -> bytes this sink wrote (the file's length now)
+        self._stale: set[str] = set()  # names whose last hand-over was refused: no tail fits them
 
     def write(self, files: dict[str, Any]) -> list[str]:
         """Write what is allowed and fits (whole files, or tails of files written before); return
@@ -55,7 +56,7 @@ class TraceSink:
             if others + size > self.limit:
                 refused.append(f"{name} (over the session's {self.limit >> 20} MB of trace)")
                 continue
-            if tail and at > self._sizes.get(name, -1):  # only past bytes this sink holds
+            if tail and (at > self._sizes.get(name, -1) or name in self._stale):  # only past bytes it holds
                 refused.append(f"{name} (a tail at byte {at} of a file the host does not hold)")
                 continue
             written = _write_one(self.trace_dir, name, blob, at if tail else None)
@@ -63,6 +64,10 @@ class TraceSink:
                 refused.append(str(name))
             else:
                 self._sizes[name] = written
+                self._stale.discard(name)
+        # A worker that does not wait for the answer (a hand-over is a notice) still believes it
+        # handed these over: their tails are refused until one comes whole again.
+        self._stale.update(str(r).split(" (", 1)[0] for r in refused)
         return refused
 
 
@@ -136,7 +141,8 @@ def _common_prefix(a: bytes, b: bytes) -> int:
 class TraceShipper:
     """In the worker: the trace files changed since the last hand-over, as the `files` of a `trace`
     or `done` message — whole the first time, afterwards only the tail past what the host holds.
-    Call `changed` (in a thread: it reads files), send, then `handed` with the host's refusals."""
+    Call `changed` (in a thread: it reads files), send, then `handed` (with the host's refusals,
+    when it waited for them)."""
 
     def __init__(self, trace_dir: Path, limit_bytes: int) -> None:
         self.trace_dir, self.limit = Path(trace_dir), limit_bytes

@@ -54,9 +54,9 @@ class _TraceSync:
             except asyncio.TimeoutError:
                 pass
             files = await asyncio.to_thread(self.shipper.changed)
-            if files:
-                answer = await self.channel.call("trace", files=files)
-                self.shipper.handed(answer.get("refused"))
+            if files:  # a notice, not a request: no answer to wake this worker (and the host) for
+                await self.channel.notify("trace", files=files)
+                self.shipper.handed()
 
     async def stop(self) -> None:
         """Let a hand-over under way end (so the worker knows what the host holds), then stop."""
