@@ -180,6 +180,8 @@ def concurrency_worker(url: str, mode: str, sessions: int, calls: int) -> dict[s
                 await asyncio.sleep(1.0)
 
         sampler = asyncio.ensure_future(sample())
+        import resource
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         c0, t0 = os.times(), time.monotonic()
         results = await asyncio.gather(*(_session(mode, "noop", client, None, tmp / f"s{i:03d}", f"{INSTRUCTION} session {i}",
                                                   worker=workers[i]) for i in range(sessions)), return_exceptions=True)
@@ -191,6 +193,8 @@ def concurrency_worker(url: str, mode: str, sessions: int, calls: int) -> dict[s
         errors = [repr(r)[:300] if isinstance(r, BaseException) else f"{r.stop_reason.value}: {r.detail}" for r in results if r not in ok]
         return {"ok": not errors, "errors": errors[:3], "wall_sec": t1 - t0, "start_sec": start_sec,
                 "cpu_sec": sum(getattr(c1, f) - getattr(c0, f) for f in ("user", "system", "children_user", "children_system")),
+                "host_cpu_sec": sum(getattr(c1, f) - getattr(c0, f) for f in ("user", "system")),
+                "host_nivcsw": resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - r0.ru_nivcsw,
                 "mem_per_session_mb": ((peak["rss"] - rss0) + peak["pss"]) / sessions / MB,
                 "host_mb_per_session": (peak["rss"] - rss0) / sessions / MB, "jail_pss_mb_per_session": peak["pss"] / sessions / MB}
 

@@ -222,11 +222,14 @@ class ConfinedWorker:
         if self._direct is not None:
             self._direct.direct_exec_done()
 
-    def _keep_files(self, outcome: dict[str, Any], gateway: ModelGateway) -> None:
+    def _keep_files(self, outcome: dict[str, Any], gateway: ModelGateway) -> list[str]:
+        """Write the trace files handed back (trace_files.TraceSink); the names refused."""
         if self._sink is None:  # a load check keeps no trace
-            return
-        for name in self._sink.write(outcome.get("files") or {}):
+            return []
+        refused = self._sink.write(outcome.get("files") or {})
+        for name in refused:
             gateway.refuse(f"trace file {name[:120]!r} is not one a session writes, or too much; dropped")
+        return refused
 
     def _host_paths(self, text: str) -> str:
         """The worker's messages name /workspace; the user knows the folder by its host path."""
@@ -243,6 +246,8 @@ class ConfinedWorker:
             except Exception as exc:  # a bug here must not leave the worker waiting forever
                 log.exception("confined worker request %s failed", msg.get("op"))
                 out = {"error": error("infra", f"the host failed to serve {msg.get('op')}: {exc}", kind="worker")}
+            if "id" not in msg and msg.get("op") == "trace":  # a notice: nobody waits for an answer
+                return
             out["id"] = msg.get("id")
             writer.write(encode(out))
             await writer.drain()
@@ -287,8 +292,7 @@ class ConfinedWorker:
         if op == "hello":
             return {"job": job}
         if op == "trace":  # the trace so far, written as the final one is (trace_files.py)
-            self._keep_files(msg, gateway)
-            return {}
+            return {"refused": self._keep_files(msg, gateway)}  # those the worker sends whole next time
         if op == "done":
             if not done.done():
                 done.set_result(msg)

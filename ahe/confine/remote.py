@@ -66,6 +66,11 @@ class Channel:
             raise _exception(msg["error"])
         return msg
 
+    async def notify(self, op: str, **fields: Any) -> None:
+        """A message the host does not answer (no `id`); sent in order with the requests."""
+        self._writer.write(encode({"op": op, **fields}))
+        await self._writer.drain()
+
     async def close(self) -> None:
         self._writer.close()
         if self._task is not None:

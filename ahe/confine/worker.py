@@ -10,36 +10,15 @@ the trace files it wrote. Everything it can reach outside the jail goes through 
 from __future__ import annotations
 
 import asyncio
-import base64
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ahe.confine.remote import Channel, GatewayClient, SandboxProxy
+from ahe.confine.trace_files import TraceShipper
 from ahe.confine.wire import JAIL_SOCKET_DIR, SOCKET_NAME
 from ahe.runtime import Session, load_agent  # imported before the job: overlaps the host's sandbox start
-
-MAX_TRACE_FILES = 2000
-
-
-def _collect(trace_dir: Path, limit_bytes: int, only: set[str] | None = None) -> dict[str, str]:
-    """Regular files under the trace folder (no links, no devices), base64, up to limit_bytes."""
-    out, total = {}, 0
-    for root, dirs, files in os.walk(trace_dir, followlinks=False):
-        for name in sorted(files):
-            path = Path(root) / name
-            if not path.is_file() or path.is_symlink():
-                continue
-            if only is not None and str(path.relative_to(trace_dir)) not in only:
-                continue
-            data = path.read_bytes()
-            total += len(data)
-            if total > limit_bytes or len(out) >= MAX_TRACE_FILES:
-                return out
-            out[str(path.relative_to(trace_dir))] = base64.b64encode(data).decode()
-    return out
-
 
 def _raise_turns(agent: Any, turns: int, depth: int = 0) -> None:
     """The gate's smoke session needs as many turns as its plan; never fewer than configured."""
@@ -53,33 +32,53 @@ def _raise_turns(agent: Any, turns: int, depth: int = 0) -> None:
 SYNC_SEC = 1.0  # how often the trace written so far is handed to the host (live view; kept on a kill)
 
 
-async def _sync_traces(channel: Channel, trace_dir: Path, limit: int) -> None:
-    """Every SYNC_SEC, hand the host the trace files that changed (a trial can be watched live,
-    and a worker killed at its wall clock still leaves its trace up to the last second)."""
-    seen: dict[str, tuple[int, int]] = {}
-    while True:
-        await asyncio.sleep(SYNC_SEC)
-        changed = {}
-        for root, _, files in os.walk(trace_dir):
-            for name in files:
-                path = Path(root) / name
-                try:
-                    st = path.lstat()
-                except OSError:
-                    continue
-                rel = str(path.relative_to(trace_dir))
-                if seen.get(rel) != (st.st_mtime_ns, st.st_size):
-                    seen[rel] = (st.st_mtime_ns, st.st_size)
-                    changed[rel] = path
-        if changed:
-            files = await asyncio.to_thread(_collect, trace_dir, limit, set(changed))
-            if files:
-                await channel.call("trace", files=files)
+class _TraceSync:
+    """Every SYNC_SEC, hand the host what changed in the trace files (a trial can be watched live,
+    and a worker killed at its wall clock still leaves its trace up to the last second); `finish`
+    hands over the rest. Only tails cross the socket (trace_files.TraceShipper)."""
+
+    def __init__(self, channel: Channel, trace_dir: Path, limit: int) -> None:
+        self.channel, self.shipper = channel, TraceShipper(trace_dir, limit)
+        self._stop = asyncio.Event()
+        self._task: asyncio.Future | None = None
+
+    def start(self) -> "_TraceSync":
+        self._task = asyncio.ensure_future(self._loop())
+        return self
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._stop.wait(), SYNC_SEC)
+                return
+            except asyncio.TimeoutError:
+                pass
+            files = await asyncio.to_thread(self.shipper.changed)
+            if files:  # a notice, not a request: no answer to wake this worker (and the host) for
+                await self.channel.notify("trace", files=files)
+                self.shipper.handed()
+
+    async def stop(self) -> None:
+        """Let a hand-over under way end (so the worker knows what the host holds), then stop."""
+        self._stop.set()
+        if self._task is not None:
+            try:
+                await self._task
+            except Exception:  # a failed hand-over: the final one sends every file whole
+                self.shipper.forget()
+
+    async def final(self) -> dict[str, Any]:
+        """The `files` of the `done` message: all that changed since the last hand-over."""
+        await self.stop()
+        return await asyncio.to_thread(self.shipper.changed, final=True)
 
 
 # The host's one event loop serves every worker's model and sandbox calls; with a hundred workers
 # runnable at once a fair scheduler would give it a hundredth of a CPU. A lower priority for the
 # workers (not for the host) keeps the host responsive (bench/bench_confine.py, docs/benchmarks.md).
+# SCHED_BATCH: a worker woken by the host's answer does not preempt the host (Linux never lets a
+# batch task preempt on wake-up), so the host answers the other workers first instead of waiting
+# behind each one it wakes; an idle CPU still runs the worker at once.
 NICE = 5
 
 
@@ -110,19 +109,29 @@ def _exit_with_host(sock: Any) -> None:
     threading.Thread(target=run, name="ahe-exit-with-host", daemon=True).start()
 
 
-async def _main(socket_path: str, exit_with_host: bool = False) -> int:
+def _lower_priority() -> None:
     try:
         os.nice(NICE)
     except OSError:
         pass
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+
+
+async def _main(socket_path: str, exit_with_host: bool = False) -> int:
+    _lower_priority()
     channel = await Channel.connect(socket_path)
     if exit_with_host:
         _exit_with_host(channel._writer.get_extra_info("socket"))
     job = (await channel.call("hello"))["job"]
     trace_dir = Path(job["trace_dir"])
+    sync = _TraceSync(channel, trace_dir, _trace_limit(job))
     if job.get("runner"):  # another agent's loop (an agent backend's in-jail runner), same socket
-        done = await _run_other(job, channel, trace_dir)
-        done.setdefault("files", await asyncio.to_thread(_collect, trace_dir, _trace_limit(job)))
+        done = await _run_other(job, channel, trace_dir, sync)
+        if "files" not in done:
+            done["files"] = await sync.final()
         await channel.call("done", **done)
         await channel.close()
         return 0
@@ -147,19 +156,18 @@ async def _main(socket_path: str, exit_with_host: bool = False) -> int:
                           working_directory=job.get("working_directory") or "/app",
                           prompt_variables=job.get("prompt_variables") or {},
                           session_id=job.get("session_id"), state=job.get("state") or {})
-        limit = int(job.get("trace_limit_bytes") or 32 << 20)
-        syncing = asyncio.ensure_future(_sync_traces(channel, trace_dir, limit))
+        sync.start()
         try:
             result = await session.run(job["instruction"])
         finally:
-            syncing.cancel()
+            await sync.stop()
         done = {"result": result.model_dump(mode="json")}
     except Exception as exc:  # the harness does not load, a session cannot start: reported, not raised
         from ahe.errors import ConfigError
 
         text = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         done = {"failure": text[:2000], "config_error": isinstance(exc, ConfigError)}
-    done["files"] = await asyncio.to_thread(_collect, trace_dir, int(job.get("trace_limit_bytes") or 32 << 20))
+    done["files"] = await sync.final()
     await channel.call("done", **done)
     await channel.close()
     return 0
@@ -169,7 +177,7 @@ def _trace_limit(job: dict[str, Any]) -> int:
     return int(job.get("trace_limit_bytes") or 32 << 20)
 
 
-async def _run_other(job: dict[str, Any], channel: Channel, trace_dir: Path) -> dict[str, Any]:
+async def _run_other(job: dict[str, Any], channel: Channel, trace_dir: Path, sync: _TraceSync) -> dict[str, Any]:
     """The job names `module:function` (an agent backend's runner, e.g. mini-swe-agent's loop),
     called as `await function(job, channel, trace_dir)`; it returns the `done` message (result
     or failure). Named by the host, never by the harness: the worker imports AHE's code only."""
@@ -183,11 +191,11 @@ async def _run_other(job: dict[str, Any], channel: Channel, trace_dir: Path) -> 
         runner = getattr(importlib.import_module(module), func)
         if job.get("check"):
             return await runner(job, channel, trace_dir)
-        syncing = asyncio.ensure_future(_sync_traces(channel, trace_dir, _trace_limit(job)))
+        sync.start()
         try:
             return await runner(job, channel, trace_dir)
         finally:
-            syncing.cancel()
+            await sync.stop()
     except Exception as exc:  # the runner's own failure: reported, not raised
         return {"failure": f"{type(exc).__name__}: {exc}"[:2000]}
 

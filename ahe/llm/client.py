@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Mapping
 import openai
 
 from ahe.errors import ContextLengthError, InfrastructureError
+from ahe.llm import transport
 from ahe.llm.roles import ResolvedEndpoint
 from ahe.llm.tool_args import parse_tool_arguments
 from ahe.llm.types import LLMSettings, ModelResponse, RoleConfig, ToolCall
@@ -160,6 +161,8 @@ class OpenAIModelClient:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._sdks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Pool]]" = weakref.WeakKeyDictionary()
+        self._leans: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        self._lean_ok = transport.usable(endpoint.base_url)  # the lean transport (ahe/llm/transport.py)
         self._renamed: dict[str, str] = {}  # params the endpoint wants under another name
         self._dropped: set[str] = set()  # params the endpoint refuses for this model
 
@@ -178,10 +181,52 @@ class OpenAIModelClient:
                 return pools[-1]
             return min(pools, key=lambda p: p.busy)
 
+    def _lean(self) -> "transport.LeanTransport | None":
+        """This event loop's lean transport, or None where only the SDK's will do."""
+        if not self._lean_ok:
+            return None
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            lean = self._leans.get(loop, False)
+        if lean is False:
+            headers = transport.sdk_headers(self._pool().sdk, self.cfg.timeout_sec)
+            lean = None if headers is None else transport.LeanTransport(
+                self.endpoint.base_url, headers, _ssl_context() if self.endpoint.base_url.startswith("https") else None)
+            with self._lock:
+                self._leans[loop] = lean
+        return lean
+
+    async def _post(self, kw: dict[str, Any]) -> bytes:
+        """One attempt: the raw body of a 2xx answer, or the SDK's exception for any other."""
+        lean = self._lean()
+        if lean is not None:
+            try:
+                answer = await lean.post(transport.encode_body(kw))
+            except transport.ConnectionFailed as exc:
+                raise openai.APIConnectionError(message=str(exc), request=None) from exc  # type: ignore[arg-type]
+            except transport.Unsuitable:
+                answer = None  # this one through the SDK
+            if answer is not None and 200 <= answer.status < 300:
+                return answer.body
+            if answer is not None and answer.status >= 400:
+                raise transport.status_error(self._pool().sdk, answer, lean.url)
+        # `post` rather than `chat.completions.create`: the latter walks every message
+        # through the SDK's type-driven transform, ~1 ms per turn of history per call.
+        pool = self._pool()
+        pool.busy += 1
+        try:
+            return await pool.sdk.post("/chat/completions", body=kw, cast_to=bytes,
+                                       options={"timeout": self.cfg.timeout_sec})
+        finally:
+            pool.busy -= 1
+
     async def aclose(self) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
             pools = self._sdks.pop(loop, [])
+            lean = self._leans.pop(loop, None)
+        if lean:
+            lean.close()
         for pool in pools:
             await pool.sdk.close()
 
@@ -247,16 +292,8 @@ class OpenAIModelClient:
             attempts += 1
             retry_after = None
             try:
-                # `post` rather than `chat.completions.create`: the latter walks every message
-                # through the SDK's type-driven transform, ~1 ms per turn of history per call.
-                pool = self._pool()
-                pool.busy += 1
-                try:
-                    async with asyncio.timeout(self.cfg.timeout_sec):  # whole attempt, not per read
-                        raw = await pool.sdk.post("/chat/completions", body=kw, cast_to=bytes,
-                                                  options={"timeout": self.cfg.timeout_sec})
-                finally:
-                    pool.busy -= 1
+                async with asyncio.timeout(self.cfg.timeout_sec):  # whole attempt, not per read
+                    raw = await self._post(kw)
                 data = decode_completion(raw)
             except openai.APIStatusError as exc:
                 status = exc.status_code

@@ -122,7 +122,7 @@ def _take_spare(path):
 
     Creating a file costs 0.1-2 ms on a busy ext4 (its inode allocator scans for recently
     deleted inodes); a rename costs ~25 us. So the driver makes the next command's two files
-    after answering (while the model thinks) under hidden names, and renames them here.
+    while this one runs (see _finish) under hidden names, and renames them here.
     Anything odd about a spare (a link, not a plain file, linked twice) means: make one afresh.
     """
     folder = os.path.dirname(path)
@@ -149,7 +149,7 @@ def _take_spare(path):
 
 
 def make_spares(folder, want=2):
-    """After a command: make hidden empty files in its output folder for the next one."""
+    """Beside a command: make hidden empty files in its output folder for the next one."""
     with _making:  # shutdown waits for this, so no spare is made after it cleaned up
         if _closing:
             return
@@ -303,7 +303,9 @@ def _spawn(req):
 
 
 def _finish(req, proc):
-    """Wait for the command (up to its timeout), answer, then make the next command's files."""
+    """Make the next command's files while this one runs, then wait for it (up to its timeout)
+    and answer. Not after answering: the process woken by the answer is usually put on this
+    CPU (a synchronous wake-up), and would wait there for the files to be made."""
     rid = req["id"]
     with _sessions_lock:
         cancelled_early = rid in _cancelled
@@ -317,6 +319,7 @@ def _finish(req, proc):
         proc.wait()  # reap; its children keep running in the session
         _forget_if_gone(proc.pid)
         return
+    make_spares(os.path.dirname(req["out"]))
     try:
         rc = _exit_code(_wait(proc, req.get("timeout")))
         timed_out = False
@@ -330,7 +333,6 @@ def _finish(req, proc):
         return  # the caller gave up on this command; nobody waits for the answer
     _forget_if_gone(proc.pid)
     exec_reply(req, rc, timed_out)
-    make_spares(os.path.dirname(req["out"]))
 
 
 def do_cancel(req):
