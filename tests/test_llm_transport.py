@@ -124,3 +124,46 @@ def test_the_sdk_transport_is_kept_where_the_lean_one_could_differ(monkeypatch):
     assert not transport.usable("http://127.0.0.1:8000/v1", {"AHE_LLM_TRANSPORT": "sdk"})
     monkeypatch.setenv("AHE_LLM_TRANSPORT", "sdk")
     assert _client("http://127.0.0.1:9/v1")._lean() is None
+
+
+@pytest.fixture
+def tls_cert(tmp_path):
+    """A self-signed certificate for localhost (the openssl command line, as on any Debian)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (apt-get install -y openssl)")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return key, cert
+
+
+async def test_https_is_verified_and_spoken_over_tls(tls_cert):
+    """An https endpoint: the lean transport speaks TLS with the server's name, refuses a certificate
+    nobody vouches for (the client's own context: the SDK's CA bundle), and reads the answer when the
+    certificate is trusted."""
+    import ssl
+
+    from ahe.llm.client import _ssl_context
+
+    key, cert = tls_cert
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    srv = Server([_answer(OK), _answer(OK)])
+    server = await asyncio.start_server(srv.handle, "127.0.0.1", 0, ssl=server_ctx)
+    url = f"https://localhost:{server.sockets[0].getsockname()[1]}/v1"
+    async with server:
+        untrusted = transport.LeanTransport(url, {"Authorization": "Bearer k"}, _ssl_context())
+        with pytest.raises(transport.ConnectionFailed, match="(?i)certificate"):
+            await untrusted.post(b"{}")
+        untrusted.close()
+        trusting = ssl.create_default_context(cafile=str(cert))
+        lean = transport.LeanTransport(url, {"Authorization": "Bearer k"}, trusting)
+        answer = await lean.post(b'{"model": "m"}')
+        lean.close()
+    assert answer.status == 200 and answer.body == OK
+    head, body = srv.requests[-1]
+    assert head.startswith("POST /v1/chat/completions HTTP/1.1") and "Host: localhost:" in head and body == b'{"model": "m"}'
