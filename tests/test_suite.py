@@ -56,7 +56,7 @@ def test_the_share_of_the_achievable_gain_is_pooled_over_seeds() -> None:
 
 
 def test_an_unknown_suite_is_one_sentence() -> None:
-    with pytest.raises(ConfigError, match="--suite nowhere: no such suite; use one of: standard"):
+    with pytest.raises(ConfigError, match="--suite nowhere: no such suite; use one of: holdout, standard"):
         load_suite("nowhere")
 
 
@@ -103,3 +103,12 @@ def test_a_plugin_policy_is_simulated_by_name(tmp_path: Path) -> None:
     p = _cli("--scenario", str(sc), "--out", str(tmp_path / "o"), "--jobs", "1", env=env)
     assert p.returncode == 0, p.stderr
     assert [r["policy"] for r in json.loads((tmp_path / "o" / "table.json").read_text())["rows"]] == ["mine"]
+
+
+def test_the_holdout_suite_loads_and_differs_from_the_standard_one() -> None:
+    """The worlds written after the default policy was frozen (docs/decisions.md): none of them is a
+    standard world under another name."""
+    holdout, standard = load_suite("holdout"), load_suite("standard")
+    assert len(holdout.worlds) == 5
+    dump = lambda w: w.model_dump(exclude={"name", "description"})  # noqa: E731
+    assert not [w.name for w in holdout.worlds if any(dump(w) == dump(s) for s in standard.worlds)]
