@@ -155,13 +155,14 @@ LOOK = ("for p in /run/ahe /opt/ahe /opt/ahe-py /opt/ahe-lib /workspace /trace; 
         "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -c 'ahe[.]confine[.]worker'; echo end")
 
 
-def _probe_workspace(tmp_path: Path) -> Path:
+def _probe_workspace(tmp_path: Path, source: str = PROBE_MW, binding: str = "where:Where") -> Path:
+    """The seed harness plus one middleware (`source`, bound as middleware.<binding>)."""
     ws = tmp_path / "ws"
     shutil.copytree(SEED, ws)
     (ws / "middleware").mkdir()
-    (ws / "middleware" / "where.py").write_text(PROBE_MW)
+    (ws / "middleware" / f"{binding.split(':')[0]}.py").write_text(source)
     cfg = yaml.safe_load((ws / "agent.yaml").read_text())
-    cfg["middleware"] = [{"binding": "middleware.where:Where"}]
+    cfg["middleware"] = [{"binding": f"middleware.{binding}"}]
     (ws / "agent.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     return ws
 
@@ -265,13 +266,7 @@ async def test_what_the_worker_prints_cannot_fill_this_machines_disk(tmp_path, d
     """Its stderr lands in the engine's log on this machine: capped at 1 MB, not 20."""
     import asyncio
 
-    ws = tmp_path / "ws"
-    shutil.copytree(SEED, ws)
-    (ws / "middleware").mkdir()
-    (ws / "middleware" / "loud.py").write_text(LOUD)
-    cfg = yaml.safe_load((ws / "agent.yaml").read_text())
-    cfg["middleware"] = [{"binding": "middleware.loud:Loud"}]
-    (ws / "agent.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    ws = _probe_workspace(tmp_path, LOUD, "loud:Loud")
     session = asyncio.ensure_future(run_confined_session(ws, ConfinedSessionSpec(
         instruction="go", trace_dir=tmp_path / "t"), mock_llm({"name": "done", "rules": [], "default": {"reply": "Done."}})
         .client(), mode="docker"))
