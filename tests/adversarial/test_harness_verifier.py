@@ -37,12 +37,29 @@ for i in $(seq 200); do [ -f /logs/verifier/rewritten ] && break; sleep 0.05; do
 grep -q ok /app/out.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
 """
 
+# The attacker of "during-verifier" must outlive the session that starts it (the worker ends with
+# its session, before the verifier begins): with confinement off, a process of its own session.
+WATCHER = """
+import sys, time
+from pathlib import Path
+tasks, out = Path(sys.argv[1]), Path(sys.argv[2])
+for _ in range(3000):
+    begun = list(out.glob("rollouts/*/*/root/logs/verifier/begun"))
+    if begun:
+        for test in tasks.glob("*/tests/test.sh"):
+            test.write_text(%r)
+        (begun[0].parent / "rewritten").write_text("")
+        break
+    time.sleep(0.01)
+"""
+
 MIDDLEWARE = '''
-import threading, time
+import subprocess, sys
 from pathlib import Path
 from ahe.runtime import Middleware
 
 FORGED = "%s"
+WATCHER = %r
 
 
 class Rewrite(Middleware):
@@ -55,18 +72,9 @@ class Rewrite(Middleware):
             for test in out.glob("sealed/tasks/*/tests/test.sh"):
                 test.write_text(FORGED)
         elif mode == "during-verifier":
-            threading.Thread(target=self._when_verifying, args=(tasks, out), daemon=True).start()
-
-    def _when_verifying(self, tasks, out):
-        for _ in range(2000):
-            begun = list(out.glob("rollouts/*/*/root/logs/verifier/begun"))
-            if begun:
-                for test in tasks.glob("*/tests/test.sh"):
-                    test.write_text(FORGED)
-                (begun[0].parent / "rewritten").write_text("")
-                return
-            time.sleep(0.01)
-''' % FORGED
+            subprocess.Popen([sys.executable, "-c", WATCHER, str(tasks), str(out)], start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+''' % (FORGED, WATCHER % FORGED.replace("\\n", "\n"))
 
 
 def _setup(tmp_path: Path, mode: str) -> tuple[Path, Path, Path]:
