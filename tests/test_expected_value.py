@@ -59,7 +59,7 @@ def test_it_is_the_default_and_judges_whole_rounds() -> None:
     from ahe.config import AttributionSettings
 
     policy = get_policy(AttributionSettings().strictness)
-    assert policy.name == "expected-value" and hasattr(policy, "judge_round") and policy.best_keeps_latest
+    assert policy.name == "expected-value" and hasattr(policy, "judge_round") and policy.best_is_latest
 
 
 def test_a_change_is_kept_on_weaker_evidence_while_a_later_round_will_judge_it_again() -> None:

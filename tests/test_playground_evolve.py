@@ -82,8 +82,10 @@ def test_evolve_on_train_check_on_holdout_and_the_report_shows_both(tmp_path):
     section = _splits(Path(ahe("report", str(run)).stdout.strip()).read_text())
     train, held = _row(section, "train"), _row(section, "holdout")
     assert "textkit" in train and "evolved on" in train and "gridpath" not in train
-    best = scores["best_pass_at_1"]
-    assert f"{best:.3f}" in train and f"+{best * 100:.1f}" in train
+    # the final look rolled back the change that shared the lesson's round (its "without" trials showed nothing), so
+    # the best harness — the latest — was never evaluated as a whole: the row says so instead of printing an estimate
+    assert scores["best_pass_at_1"] is None and scores["best_commit"]
+    assert "not measured as a whole" in train and "0.4" not in train
     # the lesson generalizes: the held-out implement tasks (2 of 7) pass with the evolved harness only
     assert "gridpath" in held and "held out" in held and "holdout/transfer.json" in held
     assert re.search(r"0\.000</td><td class=\"num\">0\.286</td>", held) and "+28.6" in held

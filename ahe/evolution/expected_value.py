@@ -8,29 +8,22 @@ significant at 0.99. At the last look that is P(effect > cost) ≥ 0.5; before i
 lower (`OPEN_BAR`), because a change kept is judged again next round on evidence that grows
 for free, while a change dropped is never seen again.
 
-1. Per task, a spike-and-slab model: the round's changes moved the task's pass rate (slab:
-   before and after independent, Beta prior fitted to the run's tasks) or did not (spike: one
-   shared rate). P(moved | trials) is the prior odds times the Bayes factor of the two
-   marginal likelihoods; E[effect] = P(moved) · E[p_after − p_before | moved]. The before side
-   pools the run's history (`Ledger`), so 0/14 before and 2/2 now is strong evidence.
-2. The prior P(moved): a task a manifest named (a predicted fix or risk, or a task its replay
-   put at risk, `replay_at_risk`) moves with the stated precision, scaled per component class
-   by the run's own ratio (learned by expectation-maximisation, `fit_rates`); a change may move
-   UNNAMED_MOVES tasks it did not name. The level is stated, wide on purpose (`fit_rates`).
-3. A task's effect is shared among the round's changes by the same prior (a change that named
-   the task is `precision / base rate` times likelier to have caused it; for a task nobody
-   named, "an earlier change did it" keeps one share); a task that moved under several changes
-   is pinned by re-running "head without c" (as `noise` does).
-4. Tasks whose raw rate moved by 0.3 or more get a few fresh trials on the head first (a
-   rise nobody named starts from a small prior). Then re-evaluation trials go where the **value of information** is highest: the change whose
-   decision has the largest expected loss (σ·(φ(z) − |z|·(1 − Φ(|z|))), z = (μ − cost)/σ),
-   on the tasks that carry most of its variance, until no decision is worth a trial or the
-   budget (minus H_best's reserved share) is spent.
-5. Earlier keeps are judged again every round on everything with them against everything
-   without them, by the same bar; one that no longer clears it is rolled back.
-6. Given a move, a task's effect is shrunk towards the run's learned mean effect on such tasks
-   (predicted fixes that moved rose by this much on average; predicted risks fell by that much),
-   so a change whose kind has helped in this run gets the benefit of its own track record.
+1. Every change's effect on every task is estimated jointly from every harness the run
+   evaluated (`ahe.evolution.joint`): per task, "nobody moved it", "c moved it" and "c and c'
+   moved it" compete by prior times marginal likelihood, so a later change's gain is not
+   credited to an earlier one whose "without" trials all predate it.
+2. The prior P(c moved t): a task c's manifest named (a predicted fix or risk, or a task its
+   replay put at risk, `replay_at_risk`) moves with a stated precision, scaled per component
+   class by the run's own ratio (learned by expectation-maximisation, `fit_rates`); a change
+   may move UNNAMED_MOVES tasks it did not name.
+3. Re-evaluation trials go where the **value of information** is highest: the change in the
+   harness (this round's, or an earlier keep) whose decision has the largest expected loss
+   (σ·(φ(z) − |z|·(1 − Φ(|z|))), z = (μ − cost)/σ), on the tasks that carry most of its
+   variance, run on the head or on the head without that change — until no decision is worth
+   a trial or the round's budget is spent.
+4. Earlier keeps are judged again every round by the same model and bar; one that no longer
+   clears it is rolled back. So the harness the decisions leave is H_best (`best_is_latest`):
+   every change in it was judged on every harness the run evaluated.
 """
 
 from __future__ import annotations
@@ -41,27 +34,22 @@ from typing import Any
 
 from scipy.special import betaln
 
-from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
-from ahe.evolution.noise import _attribution, _manifest, _pin, _Round, change_key, open_round, verdict_from_movement
-from ahe.evolution.reeval import Reevaluator, make_reevaluator
+from ahe.evolution.evidence import Counts, Prior, fit_prior
+from ahe.evolution.joint import Effect
+from ahe.evolution.joint_round import JointRound, run_changes
+from ahe.evolution.noise import _attribution, _manifest, _Round, change_key, open_round, verdict_from_movement
+from ahe.evolution.reeval import Reevaluator, make_reevaluator, tag_commit, without_change
 from ahe.harness.manifest import ChangeEntry
 from ahe.run_folder import Attribution, ChangeVerdict, RunFolder, WatchEvidence
 
 CLUTTER = 0.15  # a neutral change kept costs this share of one task's pass rate (÷ tasks: pass@1 units)
-RESERVE = 0.25  # of the round's re-evaluation budget, kept for H_best
 MIN_LOSS = 0.003  # stop re-evaluating when no decision's expected loss exceeds this share of one task
-PIN_AT = 0.8  # P(moved) above which a task shared by several changes is pinned with "without c" trials
 TOUCH_AT = 0.5  # a change's share of P(moved) at which the task counts as touched by it (history stops pooling)
 PRIOR_PRECISION = (2.0, 2.0)  # Beta prior of "a named task moves" (mean 1/2: wider than the paper's 1/3, see fit_rates)
 UNNAMED_MOVES = 3.0  # prior: a change may move about this many tasks its manifest did not name
-HINGE = 0.3  # a raw rate gap that earns screening trials before the value-of-information search
-SCREEN_SHARE = 0.3  # of the budget, at most this much on screening
 EFFECT_SD = 0.3  # prior spread of a moved task's effect around the run's learned mean effect
-EFFECT_PSEUDO = 4.0  # pseudo-observations of a zero effect the learned mean starts from
 BATCH = 4  # tasks re-run per value-of-information step
-PIN_SHARE = 0.4  # of the budget, at most this much on "head without c" trials
 COMPONENT_PSEUDO = 4.0  # a component class's named-task precision is shrunk towards the overall one by this many tasks
-EARLIER = 1.0  # weight of "an earlier change did it" for a task no change of the round named
 OPEN_BAR = 0.25  # keep while P(effect > cost) is at least this and a later round will judge it again
 
 
@@ -108,21 +96,6 @@ def task_effect(task: str, before: Counts, after: Counts, prior: Prior, pi: floa
     m = (d / v + mu / v0) / (1 / v + 1 / v0) if v > 0 else d
     v = 1 / (1 / v + 1 / v0) if v > 0 else v
     return TaskEffect(task, p, p * m, p * (v + m * m) - (p * m) ** 2)
-
-
-def learned_effects(run: RunFolder, it: int) -> tuple[float, float]:
-    """The run's mean effect on a predicted fix and on a predicted risk that moved (earlier attributions),
-    shrunk towards 0 by EFFECT_PSEUDO."""
-    fix: list[float] = []
-    risk: list[float] = []
-    for r in range(2, it):
-        att = run.iteration(r).attribution()
-        if att is None:
-            continue
-        moved = set(att.improved) | set(att.regressed)
-        for pred, out in ((att.fix_predictions.predicted, fix), (att.regression_predictions.predicted, risk)):
-            out += [att.pass_rate_after.get(t, 0.0) - att.pass_rate_before.get(t, 0.0) for t in pred if t in moved]
-    return sum(fix) / (len(fix) + EFFECT_PSEUDO), sum(risk) / (len(risk) + EFFECT_PSEUDO)
 
 
 def _log_bf(before: Counts, after: Counts, prior: Prior) -> float:
@@ -212,65 +185,9 @@ def named_tasks(c: ChangeEntry) -> set[str]:
     return set(c.predicted_fixes) | set(c.predicted_regressions) | set(c.replay_at_risk)
 
 
-@dataclass
-class _Judge:
-    rd: _Round
-    rates: Rates
-    n: int
-    attributed: dict[str, list[str]]
-    mu_fix: float = 0.0
-    mu_risk: float = 0.0
-    _cache: dict = field(default_factory=dict)
-    _keys: dict = field(default_factory=dict)
-
-    @property
-    def cost(self) -> float:
-        return CLUTTER / self.n
-
-    @property
-    def precision(self) -> float:
-        return self.rates.precision
-
-    @property
-    def base(self) -> float:
-        return self.rates.base
-
-    def pi(self, t: str) -> float:
-        namers = [c for c in self.rd.changes if t in named_tasks(c)]
-        miss = math.prod(1 - self.rates.named(c.component) for c in namers)
-        miss *= (1 - self.base) ** max(1, len(self.rd.changes) - len(namers))
-        return float(min(0.95, max(1e-4, 1 - miss)))
-
-    def mu(self, t: str) -> float:
-        fix = any(t in c.predicted_fixes for c in self.rd.changes)
-        risk = any(t in c.predicted_regressions or t in c.replay_at_risk for c in self.rd.changes)
-        return (self.mu_fix if fix else 0.0) + (self.mu_risk if risk else 0.0)
-
-    def effect(self, t: str) -> TaskEffect:
-        key = (self.rd.before_counts(t), self.rd.after_counts(t))
-        if self._keys.get(t) != key:
-            self._keys[t] = key
-            self._cache[t] = task_effect(t, *key, self.rd.prior, self.pi(t), self.mu(t))
-        return self._cache[t]
-
-    def shares(self, t: str) -> dict[str, float]:
-        if t in self.attributed:  # pinned by "without c" trials (an empty list: an earlier change did it)
-            ids = self.attributed[t]
-            return {i: 1.0 / len(ids) for i in ids}
-        w = {c.id: (self.rates.named(c.component) / self.base if t in named_tasks(c) else 1.0) for c in self.rd.changes}
-        # an earlier change may have moved a task nobody named (its history pooled across it): one more share
-        total = sum(w.values()) + (EARLIER if all(x == 1.0 for x in w.values()) else 0.0)
-        return {i: x / total for i, x in w.items()}
-
-    def change_effects(self) -> dict[str, tuple[float, float, list[tuple[str, float, TaskEffect]]]]:
-        """Per change: (mean, variance) of its effect on pass@1 and the tasks that carry it."""
-        out: dict[str, tuple[float, float, list]] = {c.id: (0.0, 0.0, []) for c in self.rd.changes}
-        for t in self.rd.rp.tasks:
-            e = self.effect(t)
-            for cid, share in self.shares(t).items():
-                m, v, rows = out[cid]
-                out[cid] = (m + share * e.mean / self.n, v + share * share * e.var / self.n ** 2, rows + [(t, share, e)])
-        return out
+def _prior(rates: Rates):
+    """P(change c moved task t) before any trial: its component class's rate for a task it named, else the base rate."""
+    return lambda c, t: rates.named(c.component) if t in named_tasks(c) else rates.base
 
 
 def expected_loss(mean: float, var: float, cost: float) -> float:
@@ -280,63 +197,59 @@ def expected_loss(mean: float, var: float, cost: float) -> float:
     return sd * (math.exp(-z * z / 2) / math.sqrt(2 * math.pi) - z * 0.5 * math.erfc(z / math.sqrt(2)))
 
 
-async def _screen(j: _Judge, ev: Reevaluator) -> None:
-    """Tasks whose raw pass rate moved by HINGE or more get fresh trials on the head first: a rise
-    nobody named has a small prior, so the value-of-information search alone would not look at it."""
-    cap = int(ev.budget * SCREEN_SHARE)
-    while ev.spent < cap:
-        reqs = []
-        for t in j.rd.rp.tasks:
-            a, b = j.rd.after_counts(t), j.rd.before_counts(t)
-            if a.n and b.n and abs(a.s / a.n - b.s / b.n) >= HINGE and 0.05 < j.effect(t).p < 0.95 and ev.have(t, j.rd.atag).n < 4:
-                reqs.append((-abs(a.s / a.n - b.s / b.n), t))
-        if not reqs:
-            return
-        before = ev.spent
-        await ev.run([(t, j.rd.atag, ev.have(t, j.rd.atag).n + 1) for _, t in sorted(reqs)[: max(1, cap - ev.spent)]])
-        if ev.spent == before:
-            return
-
-
-async def _gather(j: _Judge, ev: Reevaluator) -> None:
-    """Re-evaluation trials where the value of information is highest (module docstring, point 4)."""
-    reserve = int(ev.budget * RESERVE)
-    while ev.left > reserve:
-        effects = j.change_effects()
-        losses = {cid: expected_loss(m, v, j.cost) for cid, (m, v, _) in effects.items()}
-        cid = max(losses, key=lambda i: losses[i], default=None)
-        if cid is None or losses[cid] * j.n < MIN_LOSS:
-            return
-        rows = sorted(effects[cid][2], key=lambda r: -(r[1] ** 2) * r[2].var)
-        reqs = []
-        for t, _share, _e in rows[:BATCH]:
-            # the base's own trials, not its pooled history: history may sit on another level
-            a, b = j.rd.after_counts(t), j.rd.rp.ledger.exact(t, j.rd.before) + ev.have(t, j.rd.btag)
-            side = j.rd.atag if a.n <= b.n else j.rd.btag
-            reqs.append((t, side, ev.have(t, side).n + 1))
-        before = ev.spent
-        await ev.run(reqs[: max(1, ev.left - reserve)])
-        if ev.spent == before:
-            return
-
-
 def p_above_cost(mean: float, var: float, cost: float) -> float:
     """P(effect > cost) under a normal approximation of the posterior."""
     return 0.5 * math.erfc(-(mean - cost) / (math.sqrt(max(var, 1e-18)) * math.sqrt(2)))
 
 
-def _verdict(j: _Judge, c: ChangeEntry, mean: float, var: float, rows: list, final: bool) -> ChangeVerdict:
-    sd = math.sqrt(max(var, 1e-18))
-    p_above = p_above_cost(mean, var, j.cost)
+def _without_tag(rd: _Round, key: str) -> str:
+    return f"{rd.atag}-without-{key.replace('/', '-')}"
+
+
+async def _gather(jr: JointRound, ev: Reevaluator, repo: Any, judged: list[str], n: int) -> None:
+    """Re-evaluation trials where the value of information is highest (module docstring, point 3): the change in
+    the harness whose decision has the largest expected loss, on the tasks that carry most of its variance, on
+    the head or on the head without it — whichever has fewer trials of the task."""
+    rd, cost = jr.rd, CLUTTER / n
+    while ev.left > 0:
+        best, best_loss, best_rows = None, 0.0, []
+        for key, (m, v, rows) in jr.changes(judged, n).items():
+            loss = expected_loss(m, v, cost)
+            if loss > best_loss:
+                best, best_loss, best_rows = key, loss, rows
+        if best is None or best_loss * n < MIN_LOSS:
+            return
+        wtag = _without_tag(rd, best)
+        if wtag not in rd.extra_states:
+            if tag_commit(repo, wtag) is None:
+                without_change(repo, tag_commit(repo, rd.atag) or repo.head(), jr.entries[best].commit, wtag)
+            rd.extra_states[wtag] = rd.after - {best}
+        reqs = []
+        for t, _e in sorted(best_rows, key=lambda r: -r[1].var)[:BATCH]:
+            head = rd.rp.ledger.exact(t, rd.after) + ev.have(t, rd.atag)
+            side = rd.atag if head.n <= ev.have(t, wtag).n else wtag
+            reqs.append((t, side, ev.have(t, side).n + 1))
+        before = ev.spent
+        await ev.run(reqs[: max(1, ev.left)])
+        jr.forget([t for t, _side, _n in reqs])
+        if ev.spent == before:
+            return
+
+
+def _words(mean: float, var: float, cost: float) -> str:
+    return f"expected effect on pass@1 {100 * mean:+.2f} points (sd {100 * math.sqrt(max(var, 1e-18)):.2f}) against a clutter cost of {100 * cost:.2f}"
+
+
+def _verdict(c: ChangeEntry, mean: float, var: float, rows: list[tuple[str, Effect]], cost: float, final: bool) -> ChangeVerdict:
+    p_above = p_above_cost(mean, var, cost)
     keep = p_above >= keep_bar(final)
-    touched = sorted(t for t, share, e in rows if share * e.p >= TOUCH_AT)
-    ups = [t for t in touched if next(e for x, _s, e in rows if x == t).mean > 0]
+    touched = sorted(t for t, e in rows if e.p >= TOUCH_AT)
+    ups = [t for t, e in rows if t in touched and e.mean > 0]
     downs = [t for t in touched if t not in ups]
-    reason = (f"expected effect on pass@1 {100 * mean:+.2f} points (sd {100 * sd:.2f}) against a clutter cost of "
-              f"{100 * j.cost:.2f}" + (f"; moved up {', '.join(ups)}" if ups else "") + (f"; down {', '.join(downs)}" if downs else "")
+    reason = (_words(mean, var, cost) + (f"; moved up {', '.join(ups)}" if ups else "") + (f"; down {', '.join(downs)}" if downs else "")
               + ("" if touched else "; no task moved that it could have touched")
               + (f"; kept while later rounds judge it again (P(effect > cost) {p_above:.2f} ≥ {keep_bar(final)})"
-                 if keep and mean <= j.cost else ""))
+                 if keep and mean <= cost else ""))
     return ChangeVerdict(
         change_id=c.id, commit=c.commit, component=c.component, verdict="keep" if keep else "rollback", reason=reason,
         predicted_fixes=list(c.predicted_fixes), fixes_improved=[t for t in c.predicted_fixes if t in ups],
@@ -346,96 +259,67 @@ def _verdict(j: _Judge, c: ChangeEntry, mean: float, var: float, rows: list, fin
         confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched)
 
 
-def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, int, int]]:
-    """change key -> (its latest verdict, the iteration that made it, the attribution that judged it first), for keeps."""
-    out: dict[str, tuple[ChangeVerdict, int, int]] = {}
+def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, int]]:
+    """change key -> (its latest verdict, the iteration that made it), for changes whose latest verdict is keep."""
+    out: dict[str, tuple[ChangeVerdict, int]] = {}
     for r in range(2, it):
         att = run.iteration(r).attribution()
         if att is None:
             continue
         for v in att.changes + att.rejudged:
             made = v.change_iteration if v.change_iteration is not None else r - 1
-            key = change_key(made, v.change_id)
-            first = out[key][2] if key in out else r
-            out[key] = (v, made, first)
+            out[change_key(made, v.change_id)] = (v, made)
     return {k: x for k, x in out.items() if x[0].verdict == "keep"}
 
 
-def _rejudge(j: _Judge, run: RunFolder, it: int, led: Ledger, final: bool) -> list[ChangeVerdict]:
-    """Earlier keeps still in the harness, judged again with everything since (point 5): on every task,
-    all trials with the change against all trials without it — a harm its own round did not see
-    (a lucky pair of trials) shows here once later rounds have run the task with it."""
-    rd, out = j.rd, []
-    for key, (v, made, _first) in sorted(_earlier_keeps(run, it).items()):
-        if key not in rd.before:
+def _rejudge(jr: JointRound, keeps: dict[str, tuple[ChangeVerdict, int]], n: int, final: bool) -> list[ChangeVerdict]:
+    """Earlier keeps still in the harness, judged again on every harness the run evaluated (point 4); one that
+    no longer clears the bar is rolled back."""
+    out, cost = [], CLUTTER / n
+    for key, (v, made) in sorted(keeps.items()):
+        if key not in jr.rd.before:
             continue
-        sides = Ledger(obs=led.obs, judged=led.judged, touched={**led.touched, key: set(rd.rp.tasks)})
-        named = set(v.predicted_fixes) | set(v.predicted_regressions) | set(v.replay_at_risk)
-        rows, mean, var = [], 0.0, 0.0
-        for t in rd.rp.tasks:
-            with_c, without = sides.pooled(t, rd.before), sides.pooled(t, rd.before - {key})
-            if not with_c.n or not without.n:
-                continue
-            pi = 0.5 if t in v.touched_tasks else j.precision if t in named else j.base
-            e = task_effect(t, without, with_c, rd.prior, pi)
-            mean, var = mean + e.mean / j.n, var + e.var / j.n ** 2
-            if t in v.touched_tasks or e.p >= TOUCH_AT:
-                rows.append(WatchEvidence(task=t, with_change=(with_c.s, with_c.n), without=(without.s, without.n), p_up=round(e.p, 4)))
-        if p_above_cost(mean, var, j.cost) >= keep_bar(final):  # the same bar as a new change's
+        mean, var, rows = jr.change(key, n)
+        p_above = p_above_cost(mean, var, cost)
+        if p_above >= keep_bar(final):  # the same bar as a new change's
             continue
-        sd = math.sqrt(max(var, 1e-18))
-        p_below = 1 - p_above_cost(mean, var, j.cost)
+        watch = [WatchEvidence(task=t, with_change=_side(jr, t, key, True), without=_side(jr, t, key, False), p_up=round(e.p, 4))
+                 for t, e in rows if e.p >= TOUCH_AT or t in v.touched_tasks]
         out.append(v.model_copy(update={
-            "verdict": "rollback", "change_iteration": made, "watch_evidence": rows, "confidence": round(p_below, 4),
-            "reason": (f"judged again on every task, all trials with it against all without it: expected effect on pass@1 "
-                       f"{100 * mean:+.2f} points (sd {100 * sd:.2f}) against a clutter cost of {100 * j.cost:.2f}: "
-                       f"P(effect > cost) {1 - p_below:.2f} < {keep_bar(final)}")}))
+            "verdict": "rollback", "change_iteration": made, "watch_evidence": watch, "confidence": round(1 - p_above, 4),
+            "reason": (f"judged again on every harness the run evaluated (each change's effect per task estimated jointly): "
+                       f"{_words(mean, var, cost)}: P(effect > cost) {p_above:.2f} < {keep_bar(final)}")}))
     return out
 
 
-async def _pin_shared(j: _Judge, ev: Reevaluator, repo: Any) -> dict[str, str]:
-    """Tasks that surely moved while several changes could have done it: "head without c" trials
-    (as `noise` pins), out of at most PIN_SHARE of the budget, H_best's reserve left alone."""
-    movers = {}
-    for t in j.rd.rp.tasks:
-        e = j.effect(t)
-        if e.p >= PIN_AT and len([s for s in j.shares(t).values() if s > 0.05]) > 1:
-            movers[t] = "up" if e.mean > 0 else "down"
-    if not movers:
-        return {}
-    full = ev.budget
-    ev.budget = min(full - int(full * RESERVE), ev.spent + int(full * PIN_SHARE))
-    try:
-        pinned, how = await _pin(j.rd, movers, repo)
-    finally:
-        ev.budget = full
-    j.attributed = {t: ids for t, ids in pinned.items() if ids or how.get(t, "").startswith("no change")}
-    return how
+def _side(jr: JointRound, task: str, key: str, present: bool) -> tuple[int, int]:
+    got = sum((c for st, c in jr.states(task) if (key in st) == present), Counts())
+    return got.s, got.n
 
 
 async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reevaluator: Reevaluator | None,
                                    final: bool = True) -> Attribution:
     rd = open_round(run, it, repo, reevaluator)
     changes, rp = rd.changes, rd.rp
-    mu_fix, mu_risk = learned_effects(run, it)
-    j = _Judge(rd, fit_rates(rd, run, it, max(1, len(rp.tasks))), max(1, len(rp.tasks)), {}, mu_fix, mu_risk)
-    how: dict[str, str] = {}
-    if reevaluator is not None and changes:
-        await _screen(j, reevaluator)
-    if reevaluator is not None and len(changes) > 1:
-        how = await _pin_shared(j, reevaluator, repo)
-    if reevaluator is not None and changes:
-        await _gather(j, reevaluator)
-    effects = j.change_effects()
-    verdicts = [_verdict(j, c, *effects[c.id], final) for c in changes]
-    led = Ledger(obs=rp.ledger.obs, judged=set(rp.ledger.judged), touched={k: set(v) for k, v in rp.ledger.touched.items()})
-    rejudged = _rejudge(j, run, it, led, final)
-    movers = {t: ("up" if e.mean > 0 else "down") for t in rp.tasks if (e := j.effect(t)).p >= TOUCH_AT}
+    n = max(1, len(rp.tasks))
+    jr = JointRound(rd, run_changes(run, it), _prior(fit_rates(rd, run, it, n)))
+    keeps = _earlier_keeps(run, it)
+    judged = [rd.keys[c.id] for c in changes] + [k for k in sorted(keeps) if k in rd.before]
+    if reevaluator is not None and judged:  # earlier keeps too: the last look is when a verdict is final
+        await _gather(jr, reevaluator, repo, judged, n)
+    verdicts = []
+    moved: dict[str, list[tuple[str, float]]] = {}  # task -> (change id, its effect) for this round's changes that moved it
+    for c in changes:
+        mean, var, rows = jr.change(rd.keys[c.id], n)
+        verdicts.append(_verdict(c, mean, var, rows, CLUTTER / n, final))
+        for t, e in rows:
+            if e.p >= TOUCH_AT:
+                moved.setdefault(t, []).append((c.id, e.mean))
+    movers = {t: ("up" if sum(m for _, m in xs) > 0 else "down") for t, xs in moved.items()}
     predicted = {t for c in changes for t in named_tasks(c)}
-    att = _attribution(rd, movers, {t: [cid for cid, s in j.shares(t).items() if s * j.effect(t).p >= TOUCH_AT]
-                                    for t in movers}, how, predicted, verdicts, run)
+    att = _attribution(rd, movers, {t: [cid for cid, _ in xs] for t, xs in moved.items()}, {}, predicted, verdicts, run)
     att.strictness = "expected-value"
-    att.rejudged = rejudged
+    att.rejudged = _rejudge(jr, keeps, n, final)
     return att
 
 
@@ -444,7 +328,7 @@ class ExpectedValuePolicy:
     exceeds the clutter cost; H_best keeps the latest harness unless another one's lead is decisive."""
 
     name = "expected-value"
-    best_keeps_latest = True
+    best_is_latest = True  # every change in the latest harness was judged again on every harness the run evaluated
 
     def judge(self, change: ChangeEntry, evidence: Any) -> ChangeVerdict:
         """One round's counts only (no history, no trials): the same rule on what is given."""

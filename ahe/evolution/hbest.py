@@ -94,18 +94,21 @@ class _Evidence:
         return var(led.pooled(t, a.state)) + var(led.pooled(t, b.state))
 
 
-async def choose_best(ctx: Any, it: int, *, keep_latest: bool = False) -> tuple[Candidate, float, BestDecision]:
+async def choose_best(ctx: Any, it: int, *, keep_latest: bool = False, latest: bool = False) -> tuple[Candidate, float, BestDecision]:
     """Declare H_best after iteration `it`'s rollback; returns (best, estimated pass@1, decision).
 
     With `keep_latest` the harness the rollback left is the default: another one is declared
-    best only when its lead over it passes the test (its decisions already chose the latest)."""
+    best only when its lead over it passes the test (its decisions already chose the latest). With
+    `latest` it is best without a contest: the policy judged every change in it again on every harness
+    the run evaluated (`expected-value`), so an earlier harness is one its decisions chose against."""
     from ahe.evolution.context import reeval_executor
 
     with reeval_executor(ctx) as executor:
-        return await _choose_best(ctx, it, executor, keep_latest)
+        return await _choose_best(ctx, it, executor, keep_latest, latest)
 
 
-async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = False) -> tuple[Candidate, float, BestDecision]:
+async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = False,
+                       latest: bool = False) -> tuple[Candidate, float, BestDecision]:
     from ahe.evolution.context import rollout_config
     from ahe.evolution.reeval import make_reevaluator
 
@@ -125,7 +128,11 @@ async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = Fal
             return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the only harness evaluated")
         (_, a), (_, b) = ranked[0], ranked[1]
         leader_before = a.commit if leader_before is None else leader_before
-        head = next(c for _, c in ranked if c.round == it and c.state == rp.now) if keep_latest else None
+        head = next(c for _, c in ranked if c.round == it and c.state == rp.now) if keep_latest or latest else None
+        if latest and head is not None:
+            return _decide(e, [x for x in ranked if x[1] is head] + [x for x in ranked if x[1] is not head], [], None,
+                           leader_before, reeval_tasks, "the latest harness: every change in it was judged again this round "
+                           "on every harness the run evaluated")
         if head is not None and a is head:
             return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the latest harness leads")
         if head is not None:

@@ -57,6 +57,14 @@ def _held_out_row(run: RunFolder, holdout_dir: Path) -> dict[str, Any] | None:
     return None
 
 
+def _unmeasured(scores: Scores) -> str:
+    """Why the evolved harness has no pass@1: a rollback after its last evaluation changed it (never an estimate in its place)."""
+    if scores.best_pass_at_1 is not None or not scores.best_commit:
+        return ""
+    return ("; the best harness was changed by a rollback after the last evaluation, so it was not measured as a whole "
+            "(ahe audit shows the verdict; ahe transfer measures it)")
+
+
 def collect_splits(run: RunFolder, scores: Scores) -> dict[str, Any] | None:
     """Both rows of the section, or None when the run's tasks are not one side of a split."""
     tasks_dir = _tasks_dir(run)
@@ -76,7 +84,8 @@ def collect_splits(run: RunFolder, scores: Scores) -> dict[str, Any] | None:
     seed = first.pass_at_1 if first else None
     evolve_row = {"split": evolved_on, "role": "evolved on", "projects": sorted(by_split[evolved_on]["projects"]),
                   "tasks": by_split[evolved_on]["tasks"], "seed": seed, "evolved": scores.best_pass_at_1,
-                  "evidence": f"ahe evolve, best of {len(scores.iterations)} evaluation(s)", "pending": seed is None, "ci": None}
+                  "evidence": f"ahe evolve, best of {len(scores.iterations)} evaluation(s)" + _unmeasured(scores),
+                  "pending": seed is None, "ci": None}
     held = _held_out_row(run, tasks_dir.parent / other)
     other_dir = tasks_dir.parent / other
     check_row = {"split": other, "role": "held out", "projects": sorted(by_split[other]["projects"]),
