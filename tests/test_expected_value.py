@@ -52,6 +52,12 @@ def test_expected_value_keeps_the_strong_fix_and_reverts_the_harm_and_the_bloat(
     best = subprocess.run(["git", "-C", str(ws), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
                           capture_output=True, text=True).stdout.split()
     assert world.pass_at_1({m[:-3] for m in best}) == world.pass_at_1({"c001-1-good"})
+    # H_best is the harness the decisions left, with no contest: no trials spent on choosing it
+    last = sorted((loop.run.root / "iterations").iterdir())[-1]
+    decision = json.loads((last / "reeval.json").read_text())["best"]
+    assert decision["reason"].startswith("the latest harness") and decision["spent"] == 0 and not decision["reeval_tasks"]
+    assert scores["best_commit"] == subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True,
+                                                   text=True).stdout.strip()
     assert scores["best_pass_at_1"] is None or 0 <= scores["best_pass_at_1"] <= 1
 
 
@@ -98,3 +104,13 @@ def test_the_simulated_executor_does_not_make_the_scheduler_probe_the_harness() 
     from tests.test_simulate import _world as world
 
     assert loads_harness(None) and not loads_harness(SimulatedExecutor(world()))
+
+
+def test_the_last_look_gets_what_earlier_rounds_saved_and_the_run_spends_no_more() -> None:
+    from ahe.evolution.expected_value import LAST_LOOK, round_budget
+
+    share, iterations = 0.5 * 89 * 2, 10  # half a round of 89 tasks at k = 2
+    early = [round_budget(share, iterations, final=False) for _ in range(iterations)]
+    last = round_budget(share, iterations, final=True)
+    assert early[0] < share < last and last == int(share * (1 + LAST_LOOK * iterations))
+    assert sum(early) + last <= share * (iterations + 1)  # the run's total: never more than `reeval_share` a round

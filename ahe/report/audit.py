@@ -357,8 +357,9 @@ def _best_table(rows: list[dict]) -> Any:
     """H_best without the winner's curse: the two best harnesses, the tasks re-run, the lead's posterior."""
     from rich.table import Table
 
-    t = Table(title="H_best after each rollback (the leader's lead must pass the evidence test; "
-                    "est. = estimated pass@1, a posterior mean, not a score)")
+    latest = all(r["reason"].startswith("the latest harness: every change") for r in rows)  # expected-value: no contest
+    t = Table(title="H_best after each rollback (" + ("the harness the decisions left; " if latest else
+                    "the leader's lead must pass the evidence test; ") + "est. = estimated pass@1, a posterior mean, not a score)")
     for col in ("after iteration", "leader before", "declared best", "runner-up", "differ on", "re-run", "trials",
                 "P(lead)", "why"):
         t.add_column(col, overflow="fold")
