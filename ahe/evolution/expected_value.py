@@ -280,19 +280,19 @@ def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, in
     return {k: x for k, x in out.items() if x[0].verdict == "keep"}
 
 
-def _rejudge(jr: JointRound, keeps: dict[str, tuple[ChangeVerdict, int]], n: int, final: bool) -> list[ChangeVerdict]:
+def _rejudge(jr: JointRound, keeps: dict[str, tuple[ChangeVerdict, int]], effects: dict, n: int,
+             final: bool) -> list[ChangeVerdict]:
     """Earlier keeps still in the harness, judged again on every harness the run evaluated (point 4); one that
     no longer clears the bar is rolled back."""
     out, cost = [], CLUTTER / n
     for key, (v, made) in sorted(keeps.items()):
-        if key not in jr.rd.before:
+        if key not in effects:
             continue
-        mean, var, rows = jr.change(key, n)
+        mean, var, rows = effects[key]
         p_above = p_above_cost(mean, var, cost)
         if p_above >= keep_bar(final):  # the same bar as a new change's
             continue
-        watch = [WatchEvidence(task=t, with_change=_side(jr, t, key, True), without=_side(jr, t, key, False), p_up=round(e.p, 4))
-                 for t, e in rows if e.p >= TOUCH_AT or t in v.touched_tasks]
+        watch = [WatchEvidence(task=t, **_sides(jr, t, key), p_up=round(e.p, 4)) for t, e in rows if e.p >= TOUCH_AT or t in v.touched_tasks]
         out.append(v.model_copy(update={
             "verdict": "rollback", "change_iteration": made, "watch_evidence": watch, "confidence": round(1 - p_above, 4),
             "reason": (f"judged again on every harness the run evaluated (each change's effect per task estimated jointly): "
@@ -300,9 +300,15 @@ def _rejudge(jr: JointRound, keeps: dict[str, tuple[ChangeVerdict, int]], n: int
     return out
 
 
-def _side(jr: JointRound, task: str, key: str, present: bool) -> tuple[int, int]:
-    got = sum((c for st, c in jr.states(task) if (key in st) == present), Counts())
-    return got.s, got.n
+def _sides(jr: JointRound, task: str, key: str) -> dict[str, tuple[int, int]]:
+    """The task's trials on harnesses with the change and without it (the watch evidence `ahe audit` shows)."""
+    with_c = without = Counts()
+    for st, c in jr.states(task):
+        if key in st:
+            with_c += c
+        else:
+            without += c
+    return {"with_change": (with_c.s, with_c.n), "without": (without.s, without.n)}
 
 
 async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reevaluator: Reevaluator | None,
@@ -315,10 +321,11 @@ async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reeval
     judged = [rd.keys[c.id] for c in changes] + [k for k in sorted(keeps) if k in rd.before]
     if reevaluator is not None and judged:  # earlier keeps too: the last look is when a verdict is final
         await _gather(jr, reevaluator, repo, judged, n)
+    effects = jr.changes(judged, n)
     verdicts = []
     moved: dict[str, list[tuple[str, float]]] = {}  # task -> (change id, its effect) for this round's changes that moved it
     for c in changes:
-        mean, var, rows = jr.change(rd.keys[c.id], n)
+        mean, var, rows = effects[rd.keys[c.id]]
         verdicts.append(_verdict(c, mean, var, rows, CLUTTER / n, final))
         for t, e in rows:
             if e.p >= TOUCH_AT:
@@ -327,13 +334,13 @@ async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reeval
     predicted = {t for c in changes for t in named_tasks(c)}
     att = _attribution(rd, movers, {t: [cid for cid, _ in xs] for t, xs in moved.items()}, {}, predicted, verdicts, run)
     att.strictness = "expected-value"
-    att.rejudged = _rejudge(jr, keeps, n, final)
+    att.rejudged = _rejudge(jr, keeps, effects, n, final)
     return att
 
 
 class ExpectedValuePolicy:
     """`strictness: expected-value`: keep a change when its posterior expected effect on pass@1
-    exceeds the clutter cost; H_best keeps the latest harness unless another one's lead is decisive."""
+    exceeds the clutter cost; H_best is the harness the decisions leave (`best_is_latest`)."""
 
     name = "expected-value"
     best_is_latest = True  # every change in the latest harness was judged again on every harness the run evaluated

@@ -94,21 +94,19 @@ class _Evidence:
         return var(led.pooled(t, a.state)) + var(led.pooled(t, b.state))
 
 
-async def choose_best(ctx: Any, it: int, *, keep_latest: bool = False, latest: bool = False) -> tuple[Candidate, float, BestDecision]:
+async def choose_best(ctx: Any, it: int, *, latest: bool = False) -> tuple[Candidate, float, BestDecision]:
     """Declare H_best after iteration `it`'s rollback; returns (best, estimated pass@1, decision).
 
-    With `keep_latest` the harness the rollback left is the default: another one is declared
-    best only when its lead over it passes the test (its decisions already chose the latest). With
-    `latest` it is best without a contest: the policy judged every change in it again on every harness
-    the run evaluated (`expected-value`), so an earlier harness is one its decisions chose against."""
+    With `latest` the harness the rollback left is best without a contest: the policy judged every
+    change in it again on every harness the run evaluated (`expected-value`), so an earlier harness
+    is one its decisions chose against."""
     from ahe.evolution.context import reeval_executor
 
     with reeval_executor(ctx) as executor:
-        return await _choose_best(ctx, it, executor, keep_latest, latest)
+        return await _choose_best(ctx, it, executor, latest)
 
 
-async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = False,
-                       latest: bool = False) -> tuple[Candidate, float, BestDecision]:
+async def _choose_best(ctx: Any, it: int, executor: Any, latest: bool = False) -> tuple[Candidate, float, BestDecision]:
     from ahe.evolution.context import rollout_config
     from ahe.evolution.reeval import make_reevaluator
 
@@ -128,35 +126,19 @@ async def _choose_best(ctx: Any, it: int, executor: Any, keep_latest: bool = Fal
             return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the only harness evaluated")
         (_, a), (_, b) = ranked[0], ranked[1]
         leader_before = a.commit if leader_before is None else leader_before
-        head = next(c for _, c in ranked if c.round == it and c.state == rp.now) if keep_latest or latest else None
-        if latest and head is not None:
-            return _decide(e, [x for x in ranked if x[1] is head] + [x for x in ranked if x[1] is not head], [], None,
-                           leader_before, reeval_tasks, "the latest harness: every change in it was judged again this round "
-                           "on every harness the run evaluated")
-        if head is not None and a is head:
-            return _decide(e, ranked, [], None, leader_before, reeval_tasks, "the latest harness leads")
-        if head is not None:
-            b = head  # the challenger must beat the latest harness, not the runner-up
+        if latest:
+            head = next(x for x in ranked if x[1].round == it and x[1].state == rp.now)
+            return _decide(e, [head] + [x for x in ranked if x is not head], [], None, leader_before, reeval_tasks,
+                           "the latest harness: every change in it was judged again this round on every harness the run evaluated")
         tasks = differing_tasks(led, rp.tasks, a, b)
         if not tasks:
             return _decide(e, ranked, tasks, None, leader_before, reeval_tasks,
                            "the two best harnesses differ on no task's evidence: the latest wins")
         p = e.p_lead(led, a, b, tasks, seed=it)
-        if head is not None and p < KEEP_AT and (p <= 1 - KEEP_AT or ev.left < 2):
-            return _decide_for(e, ranked, head, a, tasks, 1 - p, leader_before, reeval_tasks,
-                               "the latest harness: no earlier one's lead over it is decisive")
-        if head is not None and p >= KEEP_AT and reeval_tasks:  # the lead held on fresh trials too
-            return _decide_for(e, ranked, a, head, tasks, p, leader_before, reeval_tasks,
-                               "the lead over the latest harness is decisive, fresh trials included")
-        if head is None and (p >= KEEP_AT or p <= 1 - KEEP_AT):
+        if p >= KEEP_AT or p <= 1 - KEEP_AT:
             return _decide(e, ranked, tasks, p, leader_before, reeval_tasks, "the lead is decisive by the evidence")
-        # (with keep_latest a leader picked as the best of many is tested on fresh trials before it can win: the
-        # trials that made it the leader are its winner's curse)
         order = sorted((t for t in tasks if max(ev.have(t, a.tag).n, ev.have(t, b.tag).n) < MAX_EXTRA),
                        key=lambda t: (-e.spread(led, t, a, b), t))
-        if head is not None and (ev.left < 2 or not order):
-            return _decide_for(e, ranked, head, a, tasks, 1 - p, leader_before, reeval_tasks,
-                               "the latest harness: no earlier one's lead over it is decisive")
         if ev.left < 2 or not order:
             return _decide(e, ranked, tasks, p, leader_before, reeval_tasks,
                            "not decisive; the re-evaluation budget is spent" if ev.left < 2 else
@@ -189,16 +171,6 @@ def _decide(e: _Evidence, ranked: list[tuple[float, Candidate]], tasks: list[str
         harnesses={c.tag: ReevalHarness(commit=c.commit, state=sorted(c.state)) for c in e.cands
                    if any(ev.have(t, c.tag).n for t in e.tasks)})
     return best, est, decision
-
-
-def _decide_for(e: _Evidence, ranked: list[tuple[float, Candidate]], best: Candidate, runner: Candidate, tasks: list[str],
-                p: float, leader_before: str | None, reeval_tasks: set[str], reason: str) -> tuple[Candidate, float, BestDecision]:
-    """Declare `best` (over `runner`), whatever the order of the estimates."""
-    order = [x for x in ranked if x[1] is best] + [x for x in ranked if x[1] is runner] + \
-        [x for x in ranked if x[1] is not best and x[1] is not runner]
-    got, est, decision = _decide(e, order, tasks, None, leader_before, reeval_tasks, reason)
-    decision.p_lead, decision.decisive = round(p, 4), p >= KEEP_AT
-    return got, est, decision
 
 
 def record(run: Any, it: int, decision: BestDecision) -> ReevalSummary:

@@ -70,6 +70,3 @@ class JointRound:
                     rows.append((t, e))
                     out[k] = (m + e.mean / n, v + e.var / n ** 2, rows)
         return out
-
-    def change(self, key: str, n: int) -> tuple[float, float, list[tuple[str, Effect]]]:
-        return self.changes([key], n)[key]

@@ -58,7 +58,6 @@ class EvolutionLoop:
                  executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None) -> None:
         policy = get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
         self.by_evidence = hasattr(policy, "judge_round")  # H_best by the evidence, after each rollback
-        self.best_keeps_latest = bool(getattr(policy, "best_keeps_latest", False))  # the latest harness unless beaten decisively
         self.best_is_latest = bool(getattr(policy, "best_is_latest", False))  # the latest harness, no contest
         if self.by_evidence and cfg.metric != PASS_RATE:
             raise AheError(f"attribution.strictness {cfg.attribution.strictness!r} judges pass/fail evidence, so it "
@@ -310,7 +309,7 @@ class EvolutionLoop:
         re-evaluating the two best harnesses when close (ahe.evolution.hbest)."""
         from ahe.evolution.hbest import choose_best, record
 
-        best, est, decision = await choose_best(ctx, it, keep_latest=self.best_keeps_latest, latest=self.best_is_latest)
+        best, est, decision = await choose_best(ctx, it, latest=self.best_is_latest)
         summary = record(self.run, it, decision)
         # where pass@1 stands, only a measured one: the round that evaluated exactly this harness, else none
         measured = next((s.pass_at_1 for s in scores.iterations if s.harness_commit == best.commit), None)
