@@ -7,9 +7,13 @@ import json
 import subprocess
 from pathlib import Path
 
+from rich.console import Console
+
 from ahe.evolution.evidence import Counts, Prior
 from ahe.evolution.expected_value import CLUTTER, expected_loss, p_moved, task_effect
 from ahe.evolution.registry import get_policy
+from ahe.report.audit import build_audit, render_audit
+from ahe.run_folder import LATEST_REASON
 from tests.test_simulate import _loop, _run, _verdicts, _world
 
 U = Prior(0.2, 0.2)  # a U-shaped benchmark
@@ -55,7 +59,10 @@ def test_expected_value_keeps_the_strong_fix_and_reverts_the_harm_and_the_bloat(
     # H_best is the harness the decisions left, with no contest: no trials spent on choosing it
     last = sorted((loop.run.root / "iterations").iterdir())[-1]
     decision = json.loads((last / "reeval.json").read_text())["best"]
-    assert decision["reason"].startswith("the latest harness") and decision["spent"] == 0 and not decision["reeval_tasks"]
+    assert decision["reason"] == LATEST_REASON and decision["spent"] == 0 and not decision["reeval_tasks"]
+    console = Console(record=True, width=200)
+    render_audit(build_audit(loop.run.root), console)
+    assert "H_best after each rollback (the harness the decisions left;" in console.export_text()
     assert scores["best_commit"] == subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True,
                                                    text=True).stdout.strip()
     assert scores["best_pass_at_1"] is None or 0 <= scores["best_pass_at_1"] <= 1

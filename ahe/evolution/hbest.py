@@ -25,7 +25,7 @@ import numpy as np
 from ahe.evolution.evidence import Counts, Ledger, Prior, fit_prior
 from ahe.evolution.noise import KEEP_AT, MAX_EXTRA, Replay, replay
 from ahe.evolution.reeval import Reevaluator, tag_commit
-from ahe.run_folder import BestCandidate, BestDecision, ReevalHarness, ReevalSummary, read_model, write_model
+from ahe.run_folder import LATEST_REASON, BestCandidate, BestDecision, ReevalHarness, ReevalSummary, read_model, write_model
 
 DRAWS = 4000
 
@@ -128,8 +128,7 @@ async def _choose_best(ctx: Any, it: int, executor: Any, latest: bool = False) -
         leader_before = a.commit if leader_before is None else leader_before
         if latest:
             head = next(x for x in ranked if x[1].round == it and x[1].state == rp.now)
-            return _decide(e, [head] + [x for x in ranked if x is not head], [], None, leader_before, reeval_tasks,
-                           "the latest harness: every change in it was judged again this round on every harness the run evaluated")
+            return _decide(e, [head] + [x for x in ranked if x is not head], [], None, leader_before, reeval_tasks, LATEST_REASON)
         tasks = differing_tasks(led, rp.tasks, a, b)
         if not tasks:
             return _decide(e, ranked, tasks, None, leader_before, reeval_tasks,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import time
 from pathlib import Path

@@ -50,7 +50,7 @@ class HarnessRepo:
         shutil.copytree(seed, path, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc"))
         for rel, text in (extra_files or {}).items():
             (path / rel).write_text(text, encoding="utf-8")
-        repo = git.Repo.init(path, initial_branch="main")
+        git.Repo.init(path, initial_branch="main")
         (path / ".gitignore").write_text("__pycache__/\n*.pyc\n")
         inst = cls(path)
         inst.commit_all("seed harness H0")

@@ -22,7 +22,7 @@ from rich.text import Text
 from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
 from ahe.report import deferrals, foresight
-from ahe.run_folder import Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
+from ahe.run_folder import LATEST_REASON, Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
 PENDING = "pending"
@@ -357,7 +357,7 @@ def _best_table(rows: list[dict]) -> Any:
     """H_best without the winner's curse: the two best harnesses, the tasks re-run, the lead's posterior."""
     from rich.table import Table
 
-    latest = all(r["reason"].startswith("the latest harness: every change") for r in rows)  # expected-value: no contest
+    latest = all(r["reason"] == LATEST_REASON for r in rows)  # expected-value: no contest
     t = Table(title="H_best after each rollback (" + ("the harness the decisions left; " if latest else
                     "the leader's lead must pass the evidence test; ") + "est. = estimated pass@1, a posterior mean, not a score)")
     for col in ("after iteration", "leader before", "declared best", "runner-up", "differ on", "re-run", "trials",

@@ -13,6 +13,7 @@ from ahe.run_folder.decisions import (
     ReevalSummary,
     BestCandidate,
     BestDecision,
+    LATEST_REASON,
     RollbackRecord,
     RollbackReport,
     TaskEvidenceRecord,
@@ -26,6 +27,6 @@ from ahe.run_folder.records import PHASES, IterationScore, LoopState, Scores
 
 __all__ = [
     "PHASES", "Attribution", "ChangeVerdict", "HarnessRef", "IterationFolder", "IterationScore", "LoopState",
-    "PredictionScore", "ReevalHarness", "ReevalSummary", "BestCandidate", "BestDecision", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "VariantRecord", "VariantsReport", "Verdict", "WatchEvidence", "read_json",
+    "PredictionScore", "ReevalHarness", "ReevalSummary", "BestCandidate", "BestDecision", "LATEST_REASON", "RollbackRecord", "TaskEvidenceRecord", "RollbackReport", "RunFolder", "Scores", "VariantRecord", "VariantsReport", "Verdict", "WatchEvidence", "read_json",
     "read_model", "read_unchanged", "write_model",
 ]

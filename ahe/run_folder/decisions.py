@@ -112,6 +112,10 @@ class BestCandidate(BaseModel):
     estimate: float  # estimated pass@1 from all pooled evidence about it
 
 
+LATEST_REASON = "the latest harness: every change in it was judged again this round on every harness the run evaluated"
+"""BestDecision.reason when a policy's H_best is the harness its decisions left (no contest: `ahe audit` says so)."""
+
+
 class BestDecision(BaseModel):
     """H_best without the winner's curse: how the best harness was declared after this rollback."""
 

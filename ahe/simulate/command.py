@@ -80,7 +80,7 @@ def simulate_command(scenario: Path | None, out: Path | None, seeds: int | None,
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.jsonl").unlink(missing_ok=True)
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-    console.print(f"[bold]ahe simulate[/] " + escape(f"{sc.name}: {sc.tasks.count} tasks, k={sc.k}, {sc.iterations} iterations, "
+    console.print("[bold]ahe simulate[/] " + escape(f"{sc.name}: {sc.tasks.count} tasks, k={sc.k}, {sc.iterations} iterations, "
                   f"{sc.seeds} seeds × {len(sc.policies)} policies ({', '.join(sc.policies)}), {jobs} jobs → {out}"))
     t0 = time.monotonic()
     metrics: list[RunMetrics] = []

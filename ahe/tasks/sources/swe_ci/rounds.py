@@ -6,7 +6,6 @@ the round's /app snapshot). Everything about a round that is not in that file is
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
