@@ -61,12 +61,7 @@ class _Pool:
 def _ssl_context() -> Any:
     """The SDK's default TLS context, made once per process (loading the CA bundle costs ~50 ms;
     every pool shares it)."""
-    try:
-        import httpx2 as httpx  # the transport of the openai SDK this project pins
-    except ImportError:  # older SDKs: httpx
-        import httpx
-
-    return httpx.create_ssl_context()
+    return transport.sdk_httpx().create_ssl_context()
 
 
 class BadResponse(Exception):

@@ -221,12 +221,18 @@ def sdk_headers(sdk: Any, timeout_sec: float) -> dict[str, str] | None:
     return headers
 
 
-def status_error(sdk: Any, answer: Answer, url: str) -> Exception:
-    """The exception the SDK raises for this answer (status >= 400), built by the SDK itself."""
+def sdk_httpx() -> Any:
+    """The HTTP library of the installed openai SDK: httpx2 for the SDK this project pins, httpx for older ones."""
     try:
         import httpx2 as httpx
-    except ImportError:  # older SDKs: httpx
+    except ImportError:
         import httpx
+    return httpx
+
+
+def status_error(sdk: Any, answer: Answer, url: str) -> Exception:
+    """The exception the SDK raises for this answer (status >= 400), built by the SDK itself."""
+    httpx = sdk_httpx()
     headers = [(k, v) for k, v in answer.headers.items() if k not in ("content-length", "transfer-encoding")]
     response = httpx.Response(answer.status, headers=headers, content=answer.body,
                               request=httpx.Request("POST", url))
