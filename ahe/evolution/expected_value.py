@@ -160,8 +160,8 @@ def fit_rates(rd: _Round, run: RunFolder, it: int, n: int, steps: int = 25) -> R
     nothing, and beneficial changes are dropped for good (measured on the development seeds: 67 % of the
     achievable gain against 72 % with the stated level). Measured again with the joint model, learning the
     level finds the worlds' true precision and still costs small real gains where they are hard to see
-    (small-hard −7 points, random-manifests +4.5; docs/decisions.md, "How firm the two weakest marks are"):
-    the slab, not the prior, is what to change first. How component classes differ from one another
+    (small-hard −7 points, random-manifests +4.5; docs/decisions.md, "How firm the two weakest marks are").
+    How component classes differ from one another
     is learned — by expectation-maximisation over every round so far, soft counts of P(moved), never the
     verdicts' hard calls — and scales the stated level, shrunk towards 1 by COMPONENT_PSEUDO tasks."""
     a, b = PRIOR_PRECISION
