@@ -161,9 +161,9 @@ def fit_rates(rd: _Round, run: RunFolder, it: int, n: int, steps: int = 25) -> R
     achievable gain against 72 % with the stated level). Measured again with the joint model, learning the
     level finds the worlds' true precision and still costs small real gains where they are hard to see
     (small-hard −7 points, random-manifests +4.5; docs/decisions.md, "How firm the two weakest marks are").
-    How component classes differ from one another
-    is learned — by expectation-maximisation over every round so far, soft counts of P(moved), never the
-    verdicts' hard calls — and scales the stated level, shrunk towards 1 by COMPONENT_PSEUDO tasks."""
+    How component classes differ from one another is learned — by expectation-maximisation over every round
+    so far, soft counts of P(moved), never the verdicts' hard calls — and scales the stated level, shrunk
+    towards 1 by COMPONENT_PSEUDO tasks."""
     a, b = PRIOR_PRECISION
     q0, u = a / (a + b), UNNAMED_MOVES / max(1, n)
     rows = _round_rows(rd, run, it)
