@@ -61,8 +61,11 @@ class AttributionSettings(_Strict):
     # docs/decisions.md), noise, paper (the paper's rule; "balanced" is its old name), lenient, strict,
     # keep-everything, or a plugin's; checked when the loop starts (the policies live above this layer)
     strictness: str = "expected-value"
-    # the noise policy's targeted re-evaluation: extra trials per iteration, as a share of one round (tasks × k)
+    # targeted re-evaluation (noise, expected-value): extra trials per iteration, as a share of one round (tasks × k)
     reeval_share: float = Field(default=0.5, ge=0, le=4)
+    # expected-value only: a round may spend up to this many times `reeval_share` while some decision is still
+    # worth a trial, and stops as soon as none is (docs/decisions.md: 1.4× the paper's rollouts over the suite)
+    reeval_ceiling: float = Field(default=2.0, ge=1, le=8)
 
 
 class DebuggerSettings(_Strict):

@@ -121,3 +121,20 @@ def test_the_last_look_gets_what_earlier_rounds_saved_and_the_run_spends_no_more
     last = round_budget(share, iterations, final=True)
     assert early[0] < share < last and last == int(share * (1 + LAST_LOOK * iterations))
     assert sum(early) + last <= share * (iterations + 1)  # the run's total: never more than `reeval_share` a round
+
+
+def test_a_round_spends_past_its_share_while_a_decision_is_in_doubt_and_nothing_once_none_is(tmp_path: Path) -> None:
+    from ahe.config import AttributionSettings
+    from ahe.evolution.expected_value import round_budget
+
+    loop = _loop(tmp_path, _world(), "expected-value")  # 16 tasks, k = 2, reeval_share 0.5, two iterations
+    _run(loop)
+    share, ceiling = 0.5 * 16 * 2, AttributionSettings().reeval_ceiling
+    rounds = {f.parent.name: json.loads(f.read_text()) for f in loop.run.root.glob("iterations/*/reeval.json")}
+    first, last = rounds["002"], rounds["003"]
+    assert first["budget"] == round_budget(ceiling * share, 2, final=False)
+    assert last["budget"] == round_budget(ceiling * share, 2, final=True)
+    # after one round the idle change and the good one are in doubt: the round goes past its share ...
+    assert first["spent"] > share
+    # ... and at the last look every decision is clear (the good change's three tasks rose, the harm's two fell)
+    assert last["spent"] < share

@@ -45,7 +45,7 @@ def run_one(sc: Scenario, world: World, policy: str, run_dir: Path, tasks_dir: P
         k=sc.k,
         concurrency=1,
         retry_infra=0,
-        attribution=AttributionSettings(strictness=policy, reeval_share=sc.reeval_share),
+        attribution=AttributionSettings(strictness=policy, reeval_share=sc.reeval_share, reeval_ceiling=sc.reeval_ceiling),
         debugger=DebuggerSettings(enabled=False),
     )
     if run_dir.exists():

@@ -80,6 +80,7 @@ class Scenario(_Strict):
     policies: list[str] = Field(default_factory=lambda: ["keep-everything", "paper", "strict", "noise", "expected-value"])
     gate: bool = Field(default=False, description="run the evolve agent's validation gate on every simulated change (a marker file always passes it; ~0.4 s a change)")
     reeval_share: float = Field(default=0.5, ge=0, le=2, description="re-evaluation budget per iteration (noise, expected-value), as a share of one round's trials")
+    reeval_ceiling: float = Field(default=2.0, ge=1, le=8, description="expected-value: a round may spend up to this many times reeval_share while a decision is still worth a trial")
 
 
 def load_scenario(path: Path | None) -> Scenario:
