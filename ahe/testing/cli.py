@@ -17,9 +17,7 @@ def serve(policy_file: Path, host: str = "127.0.0.1", port: int = 8000) -> None:
     base_url = server.start()
     try:
         print(f"MOCK model server (scripted policy {policy_file}) listening on {base_url}", flush=True)
-        forever = threading.Event()
-        while not forever.wait(0.5):  # wakes twice a second: Python runs a signal's handler only between bytecodes of
-            pass  # the main thread, so a Ctrl-C the kernel handed to the server's thread is seen within half a second
+        threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
