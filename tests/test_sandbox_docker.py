@@ -365,8 +365,12 @@ def test_stale_containers_of_dead_owners_are_removed(
 
 CRASHER = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, signal, sys
     from ahe.sandbox.docker import DockerSandbox
+
+    # Ctrl-C as at a terminal: a test run started as a background job of a non-interactive shell ignores SIGINT,
+    # and a child inheriting that would get no KeyboardInterrupt from Python
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     async def main():
         sb = DockerSandbox(sys.argv[1])
