@@ -70,7 +70,7 @@ def run(
 
     if (instruction is None) == (task is None):
         raise AheError("give exactly one of --instruction TEXT or --task DIR")
-    run_one(
+    summary = run_one(
         workspace=workspace,
         instruction=instruction,
         task_dir=task,
@@ -84,6 +84,8 @@ def run(
         verify=verify,
         agent_backend=agent_backend,
     )
+    if summary.get("stop_reason") == "infra_error":
+        raise typer.Exit(1)  # the model endpoint (or the sandbox) failed, not the agent: say so in the exit code
 
 
 @app.command("eval")

@@ -122,6 +122,8 @@ def _print_summary(console: Console, summary: dict) -> None:
         f"session ended: [bold]{summary['stop_reason']}[/] after {summary['turns']} turns, "
         f"{summary['usage']['prompt_tokens']}+{summary['usage']['completion_tokens']} tokens"
     )
+    if summary.get("stop_reason") == "infra_error" and summary.get("detail"):
+        console.print(escape(f"error: {summary['detail']}"), style="red")
     if "verifier" in summary:
         v = summary["verifier"]
         console.print(escape(f"verifier: reward={v.get('reward')} passed={v.get('passed')} {v.get('error') or ''}"))

@@ -349,3 +349,24 @@ def test_ledger_is_thread_safe_and_merges():
 def test_client_satisfies_the_protocol_attributes():
     client = OpenAIModelClient("agent", ResolvedEndpoint("http://127.0.0.1:9/v1", "k", "m"), RoleConfig())
     assert client.role == "agent" and client.model == "m"
+
+
+def test_ahe_run_against_a_closed_port_is_one_sentence_and_a_failing_exit(tmp_path):
+    """Issue 34: on a refused connection `ahe run` names the endpoint in one sentence and exits
+    non-zero, with no traceback, whatever the openai SDK release (3.63 broke errors built by hand)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": "x", "AHE_MODEL": "m"}
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "run", "--workspace", str(repo / "harness_workspace"),
+                           "--instruction", "write hello to a.txt", "--out", str(tmp_path / "run"), "--isolation", "none"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert f"error: The model endpoint http://127.0.0.1:{port}/v1" in proc.stderr

@@ -119,9 +119,9 @@ def test_missing_ray_is_one_sentence_naming_the_extra_before_anything_starts(tmp
                     "(on the driver and on every node of the cluster)")
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
 
-    proc, _ = ahe("doctor", cwd=tmp_path, env=env)
-    row = next(line for line in proc.stdout.splitlines() if "ray (executor ray)" in line)
-    assert "pip install 'ahe[ray]'" in row, row  # the fix column, not `pip install 'ahe'`
+    proc, _ = ahe("doctor", "--json", cwd=tmp_path, env=env)  # JSON: a table wraps with the terminal's width
+    row = next(check for check in json.loads(proc.stdout)["checks"] if check["name"] == "ray (executor ray)")
+    assert "pip install 'ahe[ray]'" in row["fix"], row  # the fix, not `pip install 'ahe'`
     proc, _ = ahe("doctor", "--ray-address", "127.0.0.1:6379", cwd=tmp_path, env=env)
     assert proc.returncode == 1  # asked about a cluster it cannot reach: not ready
 

@@ -192,13 +192,13 @@ class OpenAIModelClient:
         return lean
 
     async def _post(self, kw: dict[str, Any]) -> bytes:
-        """One attempt: the raw body of a 2xx answer, or the SDK's exception for any other."""
+        """One attempt: the raw body of a 2xx answer; transport.ConnectionFailed or an SDK exception otherwise."""
         lean = self._lean()
         if lean is not None:
             try:
+                # transport.ConnectionFailed (our own error) propagates: an SDK exception built
+                # by hand breaks across SDK releases (openai 3.63 requires a real request)
                 answer = await lean.post(transport.encode_body(kw))
-            except transport.ConnectionFailed as exc:
-                raise openai.APIConnectionError(message=str(exc), request=None) from exc  # type: ignore[arg-type]
             except transport.Unsuitable:
                 answer = None  # this one through the SDK
             if answer is not None and 200 <= answer.status < 300:
@@ -308,6 +308,8 @@ class OpenAIModelClient:
                 last, status = f"no answer within timeout_sec={self.cfg.timeout_sec:g}", None
             except openai.APIConnectionError as exc:
                 last, status = f"connection error ({exc.__cause__ or exc})", None
+            except transport.ConnectionFailed as exc:
+                last, status = f"connection error ({exc})", None
             except BadResponse as exc:
                 last, status = f"invalid response: {exc}", None
             else:

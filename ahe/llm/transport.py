@@ -198,7 +198,7 @@ def _decompress(body: bytes, encoding: str) -> bytes:
 def encode_body(kw: dict[str, Any]) -> bytes:
     """The request body as the SDK encodes it (its own encoder where it has one)."""
     try:
-        from openai._utils._json import openapi_dumps
+        from openai._utils._json import openapi_dumps  # an SDK internal; json below when it has gone
     except ImportError:
         import json
 
@@ -236,4 +236,9 @@ def status_error(sdk: Any, answer: Answer, url: str) -> Exception:
     headers = [(k, v) for k, v in answer.headers.items() if k not in ("content-length", "transfer-encoding")]
     response = httpx.Response(answer.status, headers=headers, content=answer.body,
                               request=httpx.Request("POST", url))
-    return sdk._make_status_error_from_response(response)
+    make = getattr(sdk, "_make_status_error_from_response", None)  # an SDK internal (checked on openai 1.40-3.63)
+    if make is not None:
+        return make(response)
+    import openai  # the SDK's own public constructor when the internal has gone
+
+    return openai.APIStatusError(f"HTTP {answer.status}", response=response, body=None)
