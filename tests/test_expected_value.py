@@ -138,3 +138,42 @@ def test_a_round_spends_past_its_share_while_a_decision_is_in_doubt_and_nothing_
     assert first["spent"] > share
     # ... and at the last look every decision is clear (the good change's three tasks rose, the harm's two fell)
     assert last["spent"] == 0
+
+
+def _demo_world() -> "World":
+    """Issue 35's scenario in the simulator: the demo's three deterministic tasks (X fails, Y passes, Z fails);
+    iteration 1 makes three changes, only the first (the lesson, naming X) moves anything — X 0 → 1; the other
+    two name Z; iteration 2's change names Z and does nothing."""
+    from ahe.simulate.world import TrueChange, World, task_names
+
+    x, y, z = task_names(3)
+    w = World(seed=1, cap=1.0, base={x: 0.0, y: 1.0, z: 0.0})
+    for c in (TrueChange(uid="c001-1-lesson", iteration=1, index=0, kind="beneficial", effects={x: 1.0}, predicted_fixes=[x]),
+              TrueChange(uid="c001-2-rule", iteration=1, index=1, kind="neutral", predicted_fixes=[z]),
+              TrueChange(uid="c001-3-timeout", iteration=1, index=2, kind="neutral", predicted_fixes=[z]),
+              TrueChange(uid="c002-1-steps", iteration=2, index=0, kind="neutral", predicted_fixes=[z])):
+        w.changes[c.uid] = c
+        c.net = sum(w.p(t, {c.uid}) - w.base[t] for t in c.effects) / 3
+    return w
+
+
+def test_issue_35_the_only_change_that_fixed_a_task_is_kept_and_nothing_unmoved_is_called_regressed(tmp_path: Path) -> None:
+    world = _demo_world()
+    loop = _loop(tmp_path, world, "expected-value")
+    _run(loop)
+    verdicts = _verdicts(loop.run.root)
+    assert verdicts["c001-1-lesson"] == "keep"
+    x = "sim-task-001"
+    for att in sorted(loop.run.root.glob("iterations/*/attribution.json")):
+        data = json.loads(att.read_text())
+        before, after = data["pass_rate_before"], data["pass_rate_after"]
+        moved = {t for t in before if t in after and before[t] != after[t]}
+        assert set(data["improved"]) | set(data["regressed"]) <= moved, att  # a task that did not move is neither
+        for v in data["changes"]:  # the rise is credited to the change that named it, not to its silent siblings
+            if x in v["touched_tasks"]:
+                assert v["change_id"] == "chg-1" and data["iteration"] == 2, v
+    scores = json.loads((loop.run.root / "scores.json").read_text())
+    ws = loop.run.workspace
+    best = subprocess.run(["git", "-C", str(ws), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
+                          capture_output=True, text=True).stdout.split()
+    assert world.pass_at_1({m[:-3] for m in best}) >= 2 / 3
