@@ -177,3 +177,21 @@ def test_issue_35_the_only_change_that_fixed_a_task_is_kept_and_nothing_unmoved_
     best = subprocess.run(["git", "-C", str(ws), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
                           capture_output=True, text=True).stdout.split()
     assert world.pass_at_1({m[:-3] for m in best}) >= 2 / 3
+
+
+def test_the_final_best_is_measured_against_the_harnesses_the_run_measured(tmp_path: Path, monkeypatch) -> None:
+    """Issue 35's bad decisions recreated (the old, uncapped prior on unnamed tasks drops the lesson and leaves a
+    harness never evaluated): the final choice measures that harness on the task it differs on, finds a measured
+    harness decisively better and declares that one, saying so."""
+    import ahe.evolution.expected_value as ev
+
+    monkeypatch.setattr(ev, "UNNAMED_CAP", 1.0)
+    world = _demo_world()
+    loop = _loop(tmp_path, world, "expected-value")
+    _run(loop)
+    scores = json.loads((loop.run.root / "scores.json").read_text())
+    decision = json.loads((loop.run.root / "iterations" / "003" / "reeval.json").read_text())["best"]
+    assert decision["reason"].startswith("a measured harness beats the latest") and decision["reeval_tasks"] == ["sim-task-001"]
+    best = subprocess.run(["git", "-C", str(loop.run.workspace), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
+                          capture_output=True, text=True).stdout.split()
+    assert world.pass_at_1({m[:-3] for m in best}) >= 2 / 3

@@ -357,7 +357,7 @@ def _best_table(rows: list[dict]) -> Any:
     """H_best without the winner's curse: the two best harnesses, the tasks re-run, the lead's posterior."""
     from rich.table import Table
 
-    latest = all(r["reason"] == LATEST_REASON for r in rows)  # expected-value: no contest
+    latest = all(r["reason"].startswith(LATEST_REASON) for r in rows)  # expected-value: no contest
     t = Table(title="H_best after each rollback (" + ("the harness the decisions left; " if latest else
                     "the leader's lead must pass the evidence test; ") + "est. = estimated pass@1, a posterior mean, not a score)")
     for col in ("after iteration", "leader before", "declared best", "runner-up", "differ on", "re-run", "trials",
