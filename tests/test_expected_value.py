@@ -195,3 +195,22 @@ def test_the_final_best_is_measured_against_the_harnesses_the_run_measured(tmp_p
     best = subprocess.run(["git", "-C", str(loop.run.workspace), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
                           capture_output=True, text=True).stdout.split()
     assert world.pass_at_1({m[:-3] for m in best}) >= 2 / 3
+
+
+def test_every_verdict_the_audit_prints_names_the_trials_it_rests_on(tmp_path: Path) -> None:
+    for policy in ("expected-value", "paper"):
+        loop = _loop(tmp_path / policy, _demo_world(), policy)
+        _run(loop)
+        audit = build_audit(loop.run.root)
+        rows = [c for it in audit["iterations"] for c in it["changes"] if c["verdict"] in ("keep", "rollback")]
+        assert rows
+        for c in rows:
+            assert c["trials"], (policy, c["id"], c["reason"])
+            named = set(c["touched_tasks"]) | set(c["predicted_fixes"])
+            assert named <= {r["task"] for r in c["trials"]}, (policy, c)
+        lesson = next(c for c in rows if c["iteration"] == 1 and c["id"] == "chg-1")
+        x = next(r for r in lesson["trials"] if r["task"] == "sim-task-001")
+        assert x["with"][0] == x["with"][1] > 0 and x["without"][0] == 0 < x["without"][1]  # passes with it, fails without
+        console = Console(record=True, width=250)
+        render_audit(audit, console)
+        assert "trials: sim-task-001 " in console.export_text()

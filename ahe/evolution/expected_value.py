@@ -287,7 +287,10 @@ def _verdict(jr: JointRound, key: str, c: ChangeEntry, mean: float, var: float, 
         fixes_not_improved=[t for t in c.predicted_fixes if t not in ups], predicted_regressions=list(c.predicted_regressions),
         regressions_happened=[t for t in c.predicted_regressions if t in downs],
         unpredicted_regressions=[t for t in downs if t not in c.predicted_regressions], replay_at_risk=list(c.replay_at_risk),
-        confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched)
+        confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched,
+        # the trials it rests on, with the change and without it, for every task it touched or named (`ahe audit`)
+        watch_evidence=[WatchEvidence(task=t, **_sides(jr, t, key), p_up=round(e.p, 4)) for t, e in rows
+                        if t in touched or t in named_tasks(c)])
 
 
 def _round_moved(rd: _Round, task: str, up: bool) -> bool:
