@@ -181,8 +181,8 @@ def test_issue_35_the_only_change_that_fixed_a_task_is_kept_and_nothing_unmoved_
 
 def test_the_final_best_is_measured_against_the_harnesses_the_run_measured(tmp_path: Path, monkeypatch) -> None:
     """Issue 35's bad decisions recreated (the old, uncapped prior on unnamed tasks drops the lesson and leaves a
-    harness never evaluated): the final choice measures that harness on the task it differs on, finds a measured
-    harness decisively better and declares that one, saying so."""
+    harness never evaluated): the final choice measures that harness on the task it differs on and says that a
+    measured harness is estimated above it (replacing it is off: REPLACE_AT, docs/decisions.md)."""
     import ahe.evolution.expected_value as ev
 
     monkeypatch.setattr(ev, "UNNAMED_CAP", 1.0)
@@ -191,10 +191,10 @@ def test_the_final_best_is_measured_against_the_harnesses_the_run_measured(tmp_p
     _run(loop)
     scores = json.loads((loop.run.root / "scores.json").read_text())
     decision = json.loads((loop.run.root / "iterations" / "003" / "reeval.json").read_text())["best"]
-    assert decision["reason"].startswith("a measured harness beats the latest") and decision["reeval_tasks"] == ["sim-task-001"]
-    best = subprocess.run(["git", "-C", str(loop.run.workspace), "ls-tree", "--name-only", f"{scores['best_commit']}:sim"],
-                          capture_output=True, text=True).stdout.split()
-    assert world.pass_at_1({m[:-3] for m in best}) >= 2 / 3
+    # the unmeasured head was measured on the task it differs on, and the reason names the harness estimated above it
+    assert decision["reeval_tasks"] == ["sim-task-001"] and decision["spent"] > 0
+    assert decision["reason"].startswith("the latest harness, although a measured one is estimated above it: harness of round 3")
+    assert "P(lead) 0.9" in decision["reason"] and scores["best_commit"]
 
 
 def test_every_verdict_the_audit_prints_names_the_trials_it_rests_on(tmp_path: Path) -> None:
