@@ -35,7 +35,9 @@ def test_the_standard_suite_spans_the_ranges_the_issue_names() -> None:
     per = [n for x in w for n in x.changes.per_iteration]
     assert min(per) == 1 and max(per) >= 5
     its = [x.iterations for x in w]
-    assert min(its) == 8 and max(its) == 12
+    assert min(its) <= 3 and max(its) == 12  # the small worlds (issue 35): a demo's three iterations
+    small = [x for x in w if x.tasks.count <= 10]  # the demo's and a mini config's shape: deterministic, one change a flip
+    assert small and all(x.tasks.flaky_share == 0 and x.changes.effects.beneficial_tasks == (1, 1) for x in small)
     precision = [x.manifests.fix_precision for x in w]
     assert min(precision) < 0.05 and max(precision) >= 0.6  # near-random to good
 

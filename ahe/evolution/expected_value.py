@@ -52,6 +52,10 @@ MIN_LOSS = 0.07
 TOUCH_AT = 0.5  # a change's share of P(moved) at which the task counts as touched by it (history stops pooling)
 PRIOR_PRECISION = (2.0, 2.0)  # Beta prior of "a named task moves" (mean 1/2: wider than the paper's 1/3, see fit_rates)
 UNNAMED_MOVES = 3.0  # prior: a change may move about this many tasks its manifest did not name
+# ... but never with more than this probability a task: with 3 tasks, 3/n made every unnamed task 0.95 likely
+# moved — above a named one's 1/2 — so a change that named nothing took the credit of the one that named the
+# fix (issue 35). 0.2: no world of 15 tasks or more is affected (the standard suite has 30 or more).
+UNNAMED_CAP = 0.2
 EFFECT_SD = 0.3  # prior spread of a moved task's effect around the run's learned mean effect
 BATCH = 4  # tasks re-run per value-of-information step
 COMPONENT_PSEUDO = 4.0  # a component class's named-task precision is shrunk towards the overall one by this many tasks
@@ -169,7 +173,7 @@ def fit_rates(rd: _Round, run: RunFolder, it: int, n: int, steps: int = 25) -> R
     so far, soft counts of P(moved), never the verdicts' hard calls — and scales the stated level, shrunk
     towards 1 by COMPONENT_PSEUDO tasks."""
     a, b = PRIOR_PRECISION
-    q0, u = a / (a + b), UNNAMED_MOVES / max(1, n)
+    q0, u = a / (a + b), min(UNNAMED_CAP, UNNAMED_MOVES / max(1, n))
     rows = _round_rows(rd, run, it)
     if len({c for comps, _n, _bf in rows for c in comps}) < 2:
         return Rates(q0, u, {})  # one class: nothing to tell apart
@@ -255,10 +259,22 @@ def _words(mean: float, var: float, cost: float) -> str:
     return f"expected effect on pass@1 {100 * mean:+.2f} points (sd {100 * math.sqrt(max(var, 1e-18)):.2f}) against a clutter cost of {100 * cost:.2f}"
 
 
-def _verdict(c: ChangeEntry, mean: float, var: float, rows: list[tuple[str, Effect]], cost: float, final: bool) -> ChangeVerdict:
+def _seen_move(jr: JointRound, task: str, key: str, up: bool) -> bool:
+    """Whether the task's trials with the change and without it differ in the effect's direction: a task whose
+    pass rate did not move is never called improved or regressed by a change, whatever the priors say."""
+    sides = _sides(jr, task, key)
+    (ws, wn), (os_, on) = sides["with_change"], sides["without"]
+    if not wn or not on:
+        return False
+    d = ws / wn - os_ / on
+    return d > 1e-9 if up else d < -1e-9
+
+
+def _verdict(jr: JointRound, key: str, c: ChangeEntry, mean: float, var: float, rows: list[tuple[str, Effect]], cost: float,
+             final: bool) -> ChangeVerdict:
     p_above = p_above_cost(mean, var, cost)
     keep = p_above >= keep_bar(final)
-    touched = sorted(t for t, e in rows if e.p >= TOUCH_AT)
+    touched = sorted(t for t, e in rows if e.p >= TOUCH_AT and _seen_move(jr, t, key, e.mean > 0))
     ups = [t for t, e in rows if t in touched and e.mean > 0]
     downs = [t for t in touched if t not in ups]
     reason = (_words(mean, var, cost) + (f"; moved up {', '.join(ups)}" if ups else "") + (f"; down {', '.join(downs)}" if downs else "")
@@ -271,7 +287,18 @@ def _verdict(c: ChangeEntry, mean: float, var: float, rows: list[tuple[str, Effe
         fixes_not_improved=[t for t in c.predicted_fixes if t not in ups], predicted_regressions=list(c.predicted_regressions),
         regressions_happened=[t for t in c.predicted_regressions if t in downs],
         unpredicted_regressions=[t for t in downs if t not in c.predicted_regressions], replay_at_risk=list(c.replay_at_risk),
-        confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched)
+        confidence=round(p_above if keep else 1 - p_above, 4), touched_tasks=touched,
+        # the trials it rests on, with the change and without it, for every task it touched or named (`ahe audit`)
+        watch_evidence=[WatchEvidence(task=t, **_sides(jr, t, key), p_up=round(e.p, 4)) for t, e in rows
+                        if t in touched or t in named_tasks(c)])
+
+
+def _round_moved(rd: _Round, task: str, up: bool) -> bool:
+    a, b = rd.after_counts(task), rd.before_counts(task)
+    if not a.n or not b.n:
+        return False
+    d = a.s / a.n - b.s / b.n
+    return d > 1e-9 if up else d < -1e-9
 
 
 def _earlier_keeps(run: RunFolder, it: int) -> dict[str, tuple[ChangeVerdict, int]]:
@@ -333,11 +360,13 @@ async def attribute_expected_value(run: RunFolder, it: int, repo: Any, *, reeval
     moved: dict[str, list[tuple[str, float]]] = {}  # task -> (change id, its effect) for this round's changes that moved it
     for c in changes:
         mean, var, rows = effects[rd.keys[c.id]]
-        verdicts.append(_verdict(c, mean, var, rows, CLUTTER / n, final))
+        verdicts.append(v := _verdict(jr, rd.keys[c.id], c, mean, var, rows, CLUTTER / n, final))
         for t, e in rows:
-            if e.p >= TOUCH_AT:
+            if t in v.touched_tasks:
                 moved.setdefault(t, []).append((c.id, e.mean))
     movers = {t: ("up" if sum(m for _, m in xs) > 0 else "down") for t, xs in moved.items()}
+    # listed as improved/regressed only when the round's own pass rates moved that way (issue 35: 0/2 -> 0/2 was "regressed")
+    movers = {t: m for t, m in movers.items() if _round_moved(rd, t, m == "up")}
     predicted = {t for c in changes for t in named_tasks(c)}
     att = _attribution(rd, movers, {t: [cid for cid, _ in xs] for t, xs in moved.items()}, {}, predicted, verdicts, run)
     att.strictness = "expected-value"

@@ -73,8 +73,37 @@ def pooled(scores: list[dict], n_tasks: list[int]) -> dict:
     }
 
 
+def _trials(v: Any, att: Attribution, counts: dict[str, tuple[tuple[int, int], tuple[int, int]]]) -> list[dict]:
+    """The trials a verdict rests on, per task it names (touched, predicted, blamed): with the change against
+    without it when the policy recorded them (its watch evidence), else the round's after against before."""
+    if v.watch_evidence:
+        return [{"task": w.task, "with": list(w.with_change), "without": list(w.without)} for w in v.watch_evidence]
+    named = dict.fromkeys([*v.touched_tasks, *v.predicted_fixes, *v.predicted_regressions, *v.unpredicted_regressions,
+                           *getattr(v, "replay_regressions", [])])
+    ev = {e.task: (e.after, e.before) for e in att.evidence}
+    out = []
+    for t in named:
+        after, before = ev.get(t) or counts.get(t) or ((0, 0), (0, 0))
+        if after[1] or before[1]:
+            out.append({"task": t, "with": list(after), "without": list(before)})
+    return out
+
+
+def _round_counts(run: RunFolder, it: int) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
+    """Per task: (successes, trials) on iteration it+1's harness (after) and on iteration it's (before)."""
+    before, after = run.iteration(it).results(), run.iteration(it + 1).results()
+    if before is None or after is None:
+        return {}
+    return {t: ((a.passed, a.trials), (before.tasks[t].passed, before.tasks[t].trials))
+            for t, a in after.tasks.items() if t in before.tasks}
+
+
+def trials_text(rows: list[dict]) -> str:
+    return "; ".join(f"{r['task']} {r['with'][0]}/{r['with'][1]} with vs {r['without'][0]}/{r['without'][1]} without" for r in rows)
+
+
 def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None, rb: RollbackReport | None,
-                later: dict | None = None) -> dict:
+                later: dict | None = None, counts: dict | None = None) -> dict:
     """One change of iteration `it`, with what iteration it+1's attribution made of it (and, for a
     deferred verdict, what later attributions made of it: the row shows the standing verdict)."""
     v = next((x for x in (att.changes if att else []) if x.change_id == c.id), None)
@@ -107,6 +136,7 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
         "reason": reason,
         "confidence": v.confidence if v else None,  # statistical policies (noise)
         "touched_tasks": list(v.touched_tasks) if v else [],
+        "trials": _trials(v, judged, counts or {}) if v is not None and judged is not None else [],  # what the verdict rests on
         "deferred_steps": deferrals.steps_json(steps),  # noise policy: later judgements of a deferred change
         "rollback_commit": r.revert_commit if r else None,
         "rollback_method": r.method if r else None,
@@ -178,7 +208,8 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
     for it in its:
         manifest, partial = run.iteration(it).manifest()
         att, rb = run.iteration(it + 1).attribution(), run.iteration(it + 1).rollback()
-        changes = [_change_row(it, c, partial, att, rb, later) for c in (manifest.changes if manifest else [])]
+        counts = _round_counts(run, it) if att is not None else {}
+        changes = [_change_row(it, c, partial, att, rb, later, counts) for c in (manifest.changes if manifest else [])]
         for row in changes:
             comp = components.setdefault(row["component"] or "?", {k: 0 for k in ("changes", *VERDICT_COLUMNS)})
             comp["changes"] += 1
@@ -307,7 +338,8 @@ def render_audit(audit: dict, console: Any) -> None:
                 t.add_row(
                     Text(c["id"]), Text(c["component"]), Text("\n".join(c["files"])), Text(c["summary"]),  # model text: not markup
                     _outcomes(c["predicted_fixes"]), _outcomes(c["predicted_regressions"]), foresight.replay_cell(c),
-                    f"[{style}]{c['verdict']}[/]{conf}", Text(c["reason"]), rb,
+                    f"[{style}]{c['verdict']}[/]{conf}",
+                    Text(c["reason"] + (f"\ntrials: {trials_text(c['trials'])}" if c.get("trials") else "")), rb,
                 )
             console.print(t)
             if any(c.get("deferred_steps") for c in it["changes"]):
@@ -357,7 +389,7 @@ def _best_table(rows: list[dict]) -> Any:
     """H_best without the winner's curse: the two best harnesses, the tasks re-run, the lead's posterior."""
     from rich.table import Table
 
-    latest = all(r["reason"] == LATEST_REASON for r in rows)  # expected-value: no contest
+    latest = all(r["reason"].startswith(LATEST_REASON) for r in rows)  # expected-value: no contest
     t = Table(title="H_best after each rollback (" + ("the harness the decisions left; " if latest else
                     "the leader's lead must pass the evidence test; ") + "est. = estimated pass@1, a posterior mean, not a score)")
     for col in ("after iteration", "leader before", "declared best", "runner-up", "differ on", "re-run", "trials",
