@@ -33,6 +33,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config._ahe_private_tmp = private  # type: ignore[attr-defined]
 
 
+def remove_temp_folders_of(pid: int) -> None:
+    """What a process the test SIGKILLed on purpose left in TMPDIR (it could not clean up; the
+    next `ahe` would sweep it, but only once it is older than ahe.tempdirs.MIN_AGE_SEC)."""
+    import tempfile
+
+    for folder in Path(tempfile.gettempdir()).glob(f"ahe-*-{pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run when anything but pytest's own tmp_path folders is left in the private TMPDIR."""
     private = getattr(session.config, "_ahe_private_tmp", None)

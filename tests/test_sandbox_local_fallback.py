@@ -72,7 +72,7 @@ async def test_isolation_none_works_and_warns(
         r = await box.exec("pwd; echo $HOME $TMPDIR; echo e >&2; exit 2", timeout=10)
         assert r.exit_code == 2 and r.stderr == "e\n"
         assert r.stdout.splitlines() == [app, f"{tmp_path}/root/home {tmp_path}/root/tmp"]
-        assert r.stdout_path == f"{tmp_path}/root/logs/exec/0001.stdout"  # host paths here
+        assert r.stdout_path == f"{tmp_path}/root/sandbox-logs/exec/0001.stdout"  # host paths here
         assert Path(r.stdout_path).read_text() == r.stdout
         assert (await box.exec("pwd", timeout=10, cwd="/app")).stdout == app + "\n"
         assert "sk-must-not-leak" not in (await box.exec("env", timeout=10)).stdout

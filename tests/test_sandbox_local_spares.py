@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import shutil
 from pathlib import Path
 
@@ -32,7 +33,7 @@ async def _spares(exec_dir: Path, count: int = 2) -> dict[int, str]:
 
 async def test_spares_become_the_next_commands_files(tmp_path: Path) -> None:
     root = tmp_path / "trial"
-    exec_dir = root / "logs" / "exec"
+    exec_dir = root / "sandbox-logs" / "exec"  # the agent's /logs/exec (AHE's record: root/logs/exec)
     async with LocalSandbox(tmp_path / "app", root_dir=root, isolation="bwrap") as box:
         await box.exec("echo one", timeout=10)
         spares = await _spares(exec_dir)
@@ -70,18 +71,20 @@ async def test_a_tampered_spare_is_never_followed(tmp_path: Path) -> None:
 
 
 async def test_a_killed_driver_leaves_no_spare_in_the_trial_folder(tmp_path: Path) -> None:
-    """The agent kills everything it can signal (the driver too): the driver's own clean-up
-    never runs, so stop() removes the spares (the trial's root/logs ends up in the run)."""
+    """The agent kills everything it can signal: the driver, the jail's pid 1, is not among it
+    (issue 33). Killed from outside, its own clean-up never runs, so stop() removes the spares
+    (the trial's root ends up in the run)."""
     root = tmp_path / "trial" / "root"
-    exec_dir = root / "logs" / "exec"
+    exec_dir = root / "sandbox-logs" / "exec"
     box = LocalSandbox(tmp_path / "app", root_dir=root, isolation="bwrap")
     await box.start()
     try:
         await box.exec("echo one", timeout=10)
-        # answered at once; once the driver has made the next command's spares, it kills
-        # every process it can signal, the driver among them
-        await box.exec("while ! ls /logs/exec/.spare-* >/dev/null 2>&1; do sleep 0.01; done; kill -9 -1",
-                       timeout=30, background=True)
+        r = await box.exec("while ! ls /logs/exec/.spare-* >/dev/null 2>&1; do sleep 0.01; done; "
+                           "kill -9 -1; kill -9 1; kill -STOP 1; echo survived", timeout=30)
+        assert "survived" in r.stdout and (await box.exec("echo alive", timeout=10)).stdout == "alive\n"
+        await box.exec("while ! ls /logs/exec/.spare-* >/dev/null 2>&1; do sleep 0.01; done", timeout=30)
+        os.kill(box._driver_pid, signal.SIGKILL)
         for _ in range(500):
             if box._proc.poll() is not None:
                 break
@@ -91,14 +94,15 @@ async def test_a_killed_driver_leaves_no_spare_in_the_trial_folder(tmp_path: Pat
         assert list(exec_dir.glob(".spare-*")), "the killed driver removed its spares itself"
     finally:
         await box.stop()
-    assert sorted(p.name for p in exec_dir.iterdir()) == ["0001.stderr", "0001.stdout", "0002.stderr", "0002.stdout"]
+    assert sorted(p.name for p in exec_dir.iterdir()) == [f"000{i}.{s}" for i in (1, 2, 3, 4) for s in ("stderr", "stdout")]
 
 
 async def test_spares_a_killed_sandbox_left_in_a_kept_root_are_removed_at_start(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    exec_dir = root / "logs" / "exec"
+    exec_dir = root / "sandbox-logs" / "exec"
     exec_dir.mkdir(parents=True)
-    (exec_dir / "0001.stdout").write_text("kept\n")
+    (root / "logs" / "exec").mkdir(parents=True)
+    (root / "logs" / "exec" / "0001.stdout").write_text("kept\n")  # AHE's record numbers the commands
     (exec_dir / ".spare-1").touch()
     (exec_dir / ".spare-2").touch()
     (tmp_path / "outside").write_text("not a spare\n")
@@ -107,5 +111,6 @@ async def test_spares_a_killed_sandbox_left_in_a_kept_root_are_removed_at_start(
         assert not list(exec_dir.glob(".spare-*"))
         r = await box.exec("echo two", timeout=10)
         assert r.stdout_path == "/logs/exec/0002.stdout"
-    assert sorted(p.name for p in exec_dir.iterdir()) == ["0001.stdout", "0002.stderr", "0002.stdout"]
+    assert sorted(p.name for p in exec_dir.iterdir()) == ["0002.stderr", "0002.stdout"]
+    assert sorted(p.name for p in (root / "logs" / "exec").iterdir()) == ["0001.stdout", "0002.stderr", "0002.stdout"]
     assert (tmp_path / "outside").read_text() == "not a spare\n"

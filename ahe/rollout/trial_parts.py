@@ -22,9 +22,11 @@ from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.tasks.snapshot import TaskSeal
 
 RESULT_FILE = "result.json"
-# Scratch a finished trial does not need: staged verifier files, the sandbox's /tmp and home.
-# root/logs (full output of every command, /logs inside the sandbox) is kept for the debugger.
-SCRATCH = ("stage", "root/tmp", "root/home", "channel")
+# Scratch a finished trial does not need: staged verifier files, the sandbox's /tmp and home,
+# and the sandbox's own /logs (root/sandbox-logs: the agent could write it; the verifier's part
+# is already copied to the trial's verifier/). root/logs, AHE's record of every command's full
+# output (which the sandbox cannot reach), is kept for the debugger.
+SCRATCH = ("stage", "root/tmp", "root/home", "root/sandbox-logs", "channel")
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,14 +21,17 @@ INSTALL_HINT = (
     "install bubblewrap (`apt-get install -y bubblewrap`) and check that `bwrap --version` "
     "runs, or pass isolation='none' to run commands with no isolation at all"
 )
-# The system, bound read-only: only what programs need, never the whole host `/`.
+# The system, bound read-only: only what programs need, never the whole host `/`. /etc is not
+# bound whole: `etc_args` shows only what every user of the host may read (issue 33).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-# Docker's default capability set: root inside can chown, kill its own processes, bind low
-# ports... but cannot mount, remount the read-only system, load modules or trace the host.
+# What root inside keeps: chown its files, change their modes, kill its own processes, become
+# another user, bind low ports. Not CAP_DAC_OVERRIDE (read what its mode forbids), not
+# CAP_MKNOD (a block device node in /tmp would read the host's disk), not CAP_SETPCAP,
+# CAP_SETFCAP, CAP_SYS_CHROOT, CAP_AUDIT_WRITE: no task needs them. It can never mount,
+# trace another user's processes, load modules or remount the read-only system.
 ROOT_CAPS = (
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
-    "CAP_SETUID", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_MKNOD",
-    "CAP_AUDIT_WRITE", "CAP_SETFCAP",
+    "CAP_CHOWN", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID",
+    "CAP_NET_BIND_SERVICE",
 )
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 
@@ -65,20 +69,72 @@ def system_args() -> list[str]:
     """Read-only binds (or the same symlinks) for the system folders that exist here."""
     args: list[str] = []
     for path in SYSTEM_PATHS:
-        if os.path.islink(path):
+        if path == "/etc":
+            args += etc_args()
+        elif os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     return args
 
 
+def etc_args() -> list[str]:
+    """A /etc of the jail's own: of the host's /etc only what any user of the host may read
+    (so /etc/shadow, /etc/ssl/private, a root-only key file are absent, not merely unreadable).
+    Computed once per process: a file made secret later stays hidden only from new processes."""
+    if not os.path.isdir("/etc") or os.path.islink("/etc"):
+        return []
+    return ["--dir", "/etc", *_public_tree("/etc")]
+
+
+@functools.lru_cache(maxsize=8)
+def _public_tree(folder: str) -> tuple[str, ...]:
+    """bwrap arguments showing, below `folder` (a folder every user may enter), every entry any
+    user of the host may read: one bind for a wholly public subtree, the same link for a link."""
+    args: list[str] = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return ()
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            args += ["--symlink", os.readlink(path), path]
+        elif stat.S_ISREG(st.st_mode) and st.st_mode & 0o004:
+            args += ["--ro-bind", path, path]
+        elif stat.S_ISDIR(st.st_mode) and st.st_mode & 0o005 == 0o005:
+            args += ["--ro-bind", path, path] if _all_public(path) else ["--dir", path, *_public_tree(path)]
+    return tuple(args)
+
+
+def _all_public(folder: str) -> bool:
+    for top, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(top, name))
+            except OSError:
+                return False
+            if stat.S_ISLNK(st.st_mode):
+                continue
+            need = 0o005 if stat.S_ISDIR(st.st_mode) else 0o004
+            if st.st_mode & need != need or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                return False
+    return True
+
+
 def bwrap_argv(
     bwrap: str, binds: list[Bind], command: list[str], *, network: bool = False,
-    hostname: str = "sandbox",
+    hostname: str = "sandbox", as_pid_1: bool = False,
 ) -> list[str]:
     """The full bwrap command line: minimal read-only system, private /dev /proc, `binds`."""
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--hostname", hostname]
+    if as_pid_1:  # the command is the jail's init: nothing inside can signal it (issue 33)
+        argv.append("--as-pid-1")
     if not network:
         argv.append("--unshare-net")
     if os.geteuid() == 0:  # unprivileged bwrap already drops every capability

@@ -71,6 +71,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EXEC_LOG_DIR = "/logs/exec"
+DROPPED_CAPS = ("MKNOD", "NET_RAW", "AUDIT_WRITE", "SETFCAP", "SETPCAP")
+PIDS_LIMIT = 4096
 TIMEOUT_EXIT_CODE = 124
 # Output larger than this (per stream) is returned as head + tail; the file keeps it all.
 MAX_CAPTURED_BYTES = 32 * 1024 * 1024
@@ -206,6 +208,10 @@ class DockerSandbox(ContainerFiles):
             }
             or None,
             init=True,
+            # what no task needs: device nodes, raw sockets, file capabilities (issue 33); a fork
+            # bomb stops at the container's own limit, not the host's
+            cap_drop=list(DROPPED_CAPS),
+            pids_limit=PIDS_LIMIT,
         )
         labels = {**self.labels, **owner_labels()}
         try:
@@ -260,6 +266,16 @@ class DockerSandbox(ContainerFiles):
                     f"starting a container from {self.image!r} failed: {one_line(exc)}"
                 ) from exc
             raise
+
+    async def kill_processes(self) -> int:
+        """End every process of the container (the agent's phase is over): the container is
+        restarted, which ends its pid namespace — processes, their tracers and anything they did to
+        its init — and keeps its files. The verifier then starts in a fresh process tree."""
+        try:
+            await asyncio.to_thread(self.client.api.restart, self._cid(), timeout=0)
+        except Exception as exc:
+            raise self._dead(exc, "ending the agent's processes") from exc
+        return 0
 
     def _run_small(self, cmd: list[str], user: str = "") -> tuple[int, bytes]:
         """Run a short helper command to completion; (exit code, stdout+stderr)."""

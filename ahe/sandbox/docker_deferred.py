@@ -70,6 +70,9 @@ class DeferredDockerSandbox:
                    env: dict[str, str] | None = None, background: bool = False) -> ExecResult:
         return await self._started().exec(command, timeout=timeout, cwd=cwd, env=env, background=background)
 
+    async def kill_processes(self) -> int:
+        return await self._started().kill_processes()  # type: ignore[attr-defined]
+
     async def read_file(self, path: str) -> bytes:
         return await self._started().read_file(path)
 

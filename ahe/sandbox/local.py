@@ -1,10 +1,12 @@
 """LocalSandbox: the embedded default backend — one long-lived bubblewrap jail per trial.
 
-`start()` launches one bwrap process whose only child is a small driver (`local_driver.py`);
-every `exec` is a JSON request to that driver, which forks `bash -c` in its own session and
-process group. So state, files and background processes persist for the whole trial, a
-command costs a fork+exec (not a new jail), and `stop()` ends the pid namespace and with it
-every process the agent started. Without bubblewrap the same driver runs as a plain host
+`start()` launches one bwrap process whose only child is a small driver (`local_driver.py`),
+the jail's pid 1; every `exec` is a JSON request to that driver, which forks `bash -c` in its
+own session and process group. So state, files and background processes persist until
+`kill_processes()` (the agent's phase is over: every process but the driver ends) or `stop()`
+(the pid namespace ends), and a command costs a fork+exec, not a new jail. The agent's /logs
+is `root_dir/sandbox-logs`; AHE's record of every command's output is `root_dir/logs/exec`,
+which the jail cannot reach. Without bubblewrap the same driver runs as a plain host
 subprocess: same behaviour, but NO isolation (see docs/sandboxes.md).
 """
 
@@ -53,12 +55,14 @@ Isolation = Literal["auto", "bwrap", "none"]
 DEFAULT_MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 _BOOT = "import sys,json;exec(json.loads(sys.stdin.buffer.readline()))"
 _DRIVER_PATH = Path(__file__).with_name("local_driver.py")
+AGENT_LOGS = "sandbox-logs"  # under root_dir: what the sandbox sees as /logs
 _RESERVED_TARGETS = {"/", "/app", "/logs", "/tmp", "/root", "/proc", "/dev"}
 _NO_ISOLATION = (
     "LocalSandbox runs commands as plain host subprocesses with NO isolation: the agent sees "
     "and can change the whole machine, has the network, and /app, /logs, /tmp are not remapped"
 )
 _warned: set[str] = set()
+_WATCH_SEC = 1.0  # how often a waiting call looks whether the driver was stopped
 
 
 class _DriverProtocol(asyncio.Protocol):
@@ -148,6 +152,7 @@ class LocalSandbox:
         self._finalizer: weakref.finalize | None = None
         self._paths: PathMap | None = None
         self._direct_dir: str | None = None
+        self._driver_pid: int | None = None
 
     # ----------------------------------------------------------------------- lifecycle
 
@@ -181,11 +186,12 @@ class LocalSandbox:
                 self._owned_root = str(make_temp_dir("sandbox"))
                 self.root_dir = Path(self._owned_root)
             root = self.root_dir
-            for sub in ("logs/exec", "tmp", "home"):
+            for sub in ("logs/exec", f"{AGENT_LOGS}/exec", "tmp", "home"):
                 (root / sub).mkdir(parents=True, exist_ok=True)
             os.chmod(root / "tmp", 0o1777)
             self.app_dir.mkdir(parents=True, exist_ok=True)
             self._paths = PathMap(self._binds(), isolated=self._isolated)
+            remove_spares(root / AGENT_LOGS / "exec")
             self._exec_numbers = itertools.count(reuse_exec_dir(root / "logs" / "exec"))
             await self._launch()
         except BaseException:
@@ -209,7 +215,7 @@ class LocalSandbox:
     def _binds(self) -> list[bw.Bind]:
         root = self.root_dir
         binds = [bw.Bind(str(self.app_dir), "/app", True),
-                 bw.Bind(str(root / "logs"), "/logs", True)]
+                 bw.Bind(str(root / AGENT_LOGS), "/logs", True)]
         if self._isolated:
             binds += [bw.Bind(str(root / "tmp"), "/tmp", True),
                       bw.Bind(str(root / "home"), "/root", True)]
@@ -224,10 +230,14 @@ class LocalSandbox:
         if self._isolated:  # the confined worker's direct channel (direct_exec_offer)
             self._direct_dir, lsock = direct_listener()
         extra_env = {"AHE_DRIVER_FD": str(lsock.fileno())} if lsock is not None else {}
+        record_fd = os.open(self.root_dir / "logs" / "exec", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        extra_env["AHE_RECORD_FD"] = str(record_fd)
+        fds = (record_fd,) + ((lsock.fileno(),) if lsock is not None else ())
         if self._isolated:
             python, _ = bw.jail_python()
             argv = bw.bwrap_argv(bw.find_bwrap(), self._binds(), [python, "-I", "-S", "-c", _BOOT],
-                                 network=self.network)
+                                 network=self.network, as_pid_1=True)
+            extra_env["AHE_DRIVER_INIT"] = "1"
             cwd = "/"
         else:
             argv, cwd = [sys.executable, "-I", "-S", "-c", _BOOT], str(self.app_dir)
@@ -237,10 +247,11 @@ class LocalSandbox:
                     argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, cwd=cwd,
                     env={"PATH": bw.DEFAULT_PATH, "LANG": "C.UTF-8", **orphans.owner_env(), **extra_env},
                     start_new_session=True, preexec_fn=orphans.die_with_parent() if self._isolated else None,
-                    pass_fds=(lsock.fileno(),) if lsock is not None else ())
+                    pass_fds=fds)
             except OSError as e:
                 raise SandboxError(f"cannot start the sandbox ({e}); {bw.INSTALL_HINT}") from e
             finally:
+                os.close(record_fd)
                 if lsock is not None:
                     lsock.close()  # the driver holds it now
         self._finalizer = weakref.finalize(self, _emergency_cleanup, self._proc, self._owned_root, self._direct_dir)
@@ -257,6 +268,7 @@ class LocalSandbox:
 
     def _on_message(self, msg: dict) -> None:
         if msg.get("ready"):
+            self._driver_pid = _driver_host_pid(self._proc, self._isolated)
             if not self._ready.done():
                 self._ready.set_result(msg)
             return
@@ -308,7 +320,7 @@ class LocalSandbox:
                 os.close(init_fd)
             if self._rt is not None:
                 self._rt.close()
-            remove_spares(self.root_dir / "logs" / "exec")  # jail gone; a killed driver left them
+            remove_spares(self.root_dir / AGENT_LOGS / "exec")  # jail gone; a killed driver left them
         if self._finalizer is not None:
             self._finalizer.detach()
         if self._owned_root:
@@ -352,7 +364,7 @@ class LocalSandbox:
         self._pending[rid] = fut
         try:
             self._wt.write(json.dumps(req, separators=(",", ":")).encode() + b"\n")
-            return await (asyncio.wait_for(fut, wait) if wait else fut)
+            return await self._answer(fut, wait)
         except asyncio.TimeoutError:
             raise SandboxError(f"the sandbox did not answer within {wait:.0f} s; it is stuck — "
                                "stop it and start a new one") from None
@@ -363,6 +375,48 @@ class LocalSandbox:
             raise
         finally:
             self._pending.pop(rid, None)
+
+    async def _answer(self, fut: asyncio.Future, wait: float | None) -> dict:
+        """The driver's answer; every second without one, a look at whether the driver can still
+        answer at all (stopped or traced: nothing will come, so say so now, not at the timeout)."""
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            step = _WATCH_SEC if deadline is None else min(_WATCH_SEC, max(0.0, deadline - time.monotonic()))
+            done, _ = await asyncio.wait((fut,), timeout=step)
+            if done:
+                return fut.result()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise asyncio.TimeoutError
+            why = self._driver_stopped()
+            if why:
+                self._dead = why
+                for other in self._pending.values():
+                    if not other.done():
+                        other.set_exception(SandboxError(why))
+                raise SandboxError(why)
+
+    def _driver_stopped(self) -> str | None:
+        """A sentence when the driver's process is stopped (SIGSTOP) or stopped by a tracer."""
+        if self._driver_pid is None:
+            return None
+        try:
+            with open(f"/proc/{self._driver_pid}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return None
+        state = raw[raw.rfind(b")") + 2:][:1]
+        if state in (b"T", b"t"):
+            return ("the sandbox's driver was stopped (by a signal or a tracer) and cannot answer; the "
+                    "trial's sandbox is void — stop it and start a new one")
+        return None
+
+    async def kill_processes(self) -> int:
+        """End every process of the sandbox but its driver (the agent's phase is over): in the
+        jail, every process of its pid namespace, however it was started. How many there were."""
+        resp = await self._call({"op": "killall"}, wait=60)
+        if "error" in resp:
+            raise SandboxError(f"the sandbox could not end its processes: {resp['error']}")
+        return int(resp.get("killed", 0))
 
     async def exec(
         self,
@@ -378,13 +432,14 @@ class LocalSandbox:
             raise ValueError(f"timeout must be positive, not {timeout}")
         paths = self._require_paths()
         name = f"{next(self._exec_numbers):04d}"
-        host_out = self.root_dir / "logs" / "exec" / f"{name}.stdout"
+        host_out = self.root_dir / "logs" / "exec" / f"{name}.stdout"  # AHE's record of it
         host_err = host_out.with_suffix(".stderr")
         if self._isolated:
             out, err = f"/logs/exec/{name}.stdout", f"/logs/exec/{name}.stderr"
             run_cwd = paths.normalize(cwd or self.workdir, base=self.workdir, allow_dotdot=True)
         else:
-            out, err = str(host_out), str(host_err)
+            view = self.root_dir / AGENT_LOGS / "exec"
+            out, err = str(view / f"{name}.stdout"), str(view / f"{name}.stderr")
             inside = paths.normalize(cwd or self.workdir, base=self.workdir, allow_dotdot=True)
             run_cwd = paths.host(inside)[0] or inside
         req = {"op": "exec", "argv": ["bash", "-c", command], "cwd": run_cwd,
@@ -504,6 +559,21 @@ class LocalSandbox:
         else:
             await asyncio.to_thread(write_host, str(local), data)
             local.chmod(resp.get("mode", 0o644) & 0o777)
+
+
+def _driver_host_pid(proc: subprocess.Popen | None, isolated: bool) -> int | None:
+    """The driver's pid on the host: bwrap's only child in the jail (its pid 1), else bwrap's
+    own process in the no-isolation fallback (there the driver is the process we started)."""
+    if proc is None:
+        return None
+    if not isolated:
+        return proc.pid
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            kids = f.read().split()
+        return int(kids[0]) if len(kids) == 1 else None
+    except (OSError, ValueError):
+        return None
 
 
 async def _wait_readable(fd: int, timeout: float) -> None:

@@ -14,7 +14,15 @@ own thread: parallel tool calls do not queue). Operations:
   read   path, tar -> data (base64; a tar archive of a folder when `tar`), kind, mode
   write  path, data, kind ("file" | "tar"), mode -> ok
   cancel target (the id of a running exec) -> no answer; the command is killed
-A failed file operation answers `errno` and `error`. End of stdin means shutdown: every
+  killall                -> killed (how many); every process but the driver is gone
+A failed file operation answers `errno` and `error`.
+
+Inside bwrap the driver is the jail's pid 1 (`--as-pid-1`) and not dumpable: the kernel drops
+every signal a process of the jail sends it and refuses to let them trace it, `killall` is
+kill(-1) (every process of the pid namespace), and when it exits the kernel kills the rest.
+Each command's output goes to the agent's /logs/exec (to page through) and, once it ends, is
+copied into AHE's own record folder, reached only through a folder descriptor the driver
+inherited (AHE_RECORD_FD): nothing the agent runs can rewrite AHE's record. End of stdin means shutdown: every
 session the driver started is killed (what a pid namespace would do anyway; in fallback mode
 it is the only cleanup there is).
 """
@@ -44,6 +52,12 @@ _spares_lock = threading.Lock()
 _spare_numbers = itertools.count(1)
 _making = threading.Lock()  # held while spares are being made
 _closing = False  # set at shutdown: make no more spares
+_INIT = os.environ.get("AHE_DRIVER_INIT") == "1"  # pid 1 of the jail's own pid namespace
+_RECORD_FD = int(os.environ["AHE_RECORD_FD"]) if os.environ.get("AHE_RECORD_FD") else None
+_own = set()  # pids of the commands we started (Popen reaps them); the rest we reap
+_spawn_lock = threading.Lock()
+_background = []  # (out fd, err fd, out path, err path) of background commands, re-recorded at the end
+_background_lock = threading.Lock()
 
 
 def reply(obj, req=None):
@@ -60,9 +74,14 @@ def reply(obj, req=None):
 
 def read_output(path, limit):
     """A command's output as text, head and tail beyond `limit` bytes (the host's read_output
-    in ahe/sandbox/local_files.py, for a direct exec that asks for its output inline)."""
+    in ahe/sandbox/local_files.py, for a direct exec that asks for its output inline): from
+    AHE's record of it when there is one."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        if _RECORD_FD is not None:
+            fd = os.open(os.path.basename(path), flags, dir_fd=_RECORD_FD)
+        else:
+            fd = os.open(path, flags)
     except FileNotFoundError:
         return ""
     except OSError as e:
@@ -90,6 +109,41 @@ def exec_reply(req, rc, timed_out):
     reply(out, req)
 
 
+def record(src_fd, path):
+    """Copy what the command wrote (through the fd it was given, whatever now lies at its path)
+    into AHE's record folder under the same name."""
+    if _RECORD_FD is None:
+        return
+    name = os.path.basename(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    dst = os.open(name, flags, 0o644, dir_fd=_RECORD_FD)
+    try:
+        offset, size = 0, os.fstat(src_fd).st_size
+        while offset < size:
+            sent = os.sendfile(dst, src_fd, offset, size - offset)
+            if sent <= 0:
+                break
+            offset += sent
+    finally:
+        os.close(dst)
+
+
+def _record_pair(fds, req):
+    for fd, path in ((fds[0], req["out"]), (fds[1], req["err"])):
+        try:
+            record(fd, path)
+        except OSError:
+            pass
+
+
+def _close_pair(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def _ensure_dir(path):
     """Put back a real output folder if the agent removed it or swapped it for a link."""
     try:
@@ -107,7 +161,7 @@ def _open_output(path):
     fd = _take_spare(path)
     if fd is not None:
         return fd
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         return os.open(path, flags, 0o644)
     except OSError as e:
@@ -132,7 +186,7 @@ def _take_spare(path):
     if spare is None:
         return None
     try:
-        fd = os.open(spare, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(spare, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -269,7 +323,8 @@ def do_exec(req):
 
 
 def _spawn(req):
-    """Open the output files and start `argv` in a new session; None when already answered."""
+    """Open the output files and start `argv` in a new session; None when already answered.
+    The command keeps its output fds in `req["_fds"]` until its output is recorded."""
     rid = req["id"]
     out = _open_output(req["out"])
     try:
@@ -277,24 +332,31 @@ def _spawn(req):
     except BaseException:
         os.close(out)
         raise
+    proc = problem = None
     try:
         cwd = req["cwd"]
         if not os.path.isdir(cwd):
-            os.write(err, ("bash: cd: %s: No such file or directory\n" % cwd).encode())
-            exec_reply(req, 1, False)
-            return None
-        try:
-            proc = subprocess.Popen(
-                req["argv"], cwd=cwd, env=req["env"], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, start_new_session=True,
-            )
-        except OSError as e:
-            os.write(err, ("ahe sandbox: cannot run %s: %s\n" % (req["argv"][0], e)).encode())
-            exec_reply(req, 127, False)
-            return None
+            problem, code = "bash: cd: %s: No such file or directory\n" % cwd, 1
+        else:
+            try:
+                with _spawn_lock:
+                    proc = subprocess.Popen(
+                        req["argv"], cwd=cwd, env=req["env"], stdin=subprocess.DEVNULL,
+                        stdout=out, stderr=err, start_new_session=True,
+                    )
+                    _own.add(proc.pid)
+            except OSError as e:
+                problem, code = "ahe sandbox: cannot run %s: %s\n" % (req["argv"][0], e), 127
+        if problem is not None:
+            os.write(err, problem.encode())
+            _record_pair((out, err), req)
     finally:
-        os.close(out)
-        os.close(err)
+        if proc is None:
+            _close_pair((out, err))
+    if proc is None:
+        exec_reply(req, code, False)
+        return None
+    req["_fds"] = (out, err)
     with _sessions_lock:
         _sessions.add(proc.pid)
         if not req.get("background") and rid not in _cancelled:
@@ -303,20 +365,25 @@ def _spawn(req):
 
 
 def _finish(req, proc):
-    """Make the next command's files while this one runs, then wait for it (up to its timeout)
-    and answer. Not after answering: the process woken by the answer is usually put on this
-    CPU (a synchronous wake-up), and would wait there for the files to be made."""
-    rid = req["id"]
+    """Make the next command's files while this one runs, then wait for it (up to its timeout),
+    record its output and answer. Not after answering: the process woken by the answer is
+    usually put on this CPU (a synchronous wake-up), and would wait there for the files."""
+    rid, fds = req["id"], req.pop("_fds")
     with _sessions_lock:
         cancelled_early = rid in _cancelled
     if cancelled_early:
         kill_session(proc.pid)
-        proc.wait()
+        _reaped(proc)
+        _record_pair(fds, req)
+        _close_pair(fds)
         return
     if req.get("background"):
         exec_reply(req, 0, False)
         make_spares(os.path.dirname(req["out"]))
-        proc.wait()  # reap; its children keep running in the session
+        _reaped(proc)  # its children keep running in the session
+        _record_pair(fds, req)
+        with _background_lock:  # recorded again when the agent's processes end (killall)
+            _background.append((fds, req))
         _forget_if_gone(proc.pid)
         return
     make_spares(os.path.dirname(req["out"]))
@@ -325,14 +392,137 @@ def _finish(req, proc):
         timed_out = False
     except subprocess.TimeoutExpired:
         kill_session(proc.pid)
-        proc.wait()
+        _reaped(proc)
         rc, timed_out = 124, True
+    with _spawn_lock:
+        _own.discard(proc.pid)
+    _record_pair(fds, req)
+    _close_pair(fds)
     with _sessions_lock:
         cancelled = _running.pop(rid, None) is None
     if cancelled:
         return  # the caller gave up on this command; nobody waits for the answer
     _forget_if_gone(proc.pid)
     exec_reply(req, rc, timed_out)
+
+
+def _reaped(proc):
+    proc.wait()
+    with _spawn_lock:
+        _own.discard(proc.pid)
+
+
+def do_killall(req):
+    """End every process the sandbox runs but the driver: the agent's phase is over (issue 33).
+
+    As the jail's pid 1, kill(-1) reaches every process of the pid namespace, whatever session,
+    group or parent it has; repeated until /proc shows none alive (a fork racing a kill). In the
+    no-isolation fallback, every session the driver started and every descendant of the driver
+    (it is their subreaper, so double-forked orphans are still its descendants)."""
+    killed = 0
+    for _ in range(400):
+        table = _proc_table()
+        me = os.getpid()
+        if _INIT:
+            alive = [p for p in table if p != me]
+        else:
+            alive = list(_descendants(table, me))
+        if not alive:
+            break
+        killed = max(killed, len(alive))
+        if _INIT:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            for p in alive:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+        _sleep(0.005)
+    else:
+        raise OSError(errno_mod.EBUSY, "processes of the sandbox kept appearing faster than they were killed")
+    with _sessions_lock:
+        _sessions.clear()
+    with _background_lock:
+        done, _background[:] = list(_background), []
+    for fds, breq in done:
+        _record_pair(fds, breq)
+        _close_pair(fds)
+    reply({"id": req["id"], "killed": killed}, req)
+
+
+def _descendants(table, root):
+    children = {}
+    for p, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    seen, stack = set(), [root]
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+    return seen
+
+
+def _sleep(sec):
+    select.select([], [], [], sec)
+
+
+def reap_orphans():
+    """The jail's init (or the fallback's subreaper) inherits every orphan: reap the ones that
+    are not our own commands' (subprocess reaps those), so no zombie piles up."""
+    me = os.getpid()
+    while True:
+        _sleep(0.25)
+        try:
+            names = os.listdir("/proc")
+        except OSError:
+            continue
+        for name in names:
+            if not name.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % name, "rb") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            if fields[0] != b"Z" or int(fields[1]) != me:
+                continue
+            pid = int(name)
+            with _spawn_lock:
+                if pid in _own:
+                    continue
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except OSError:
+                    pass
+
+
+def harden():
+    """Before any command runs: nothing of the jail may trace the driver or read its memory
+    (PR_SET_DUMPABLE 0: same-uid ptrace needs CAP_SYS_PTRACE, which the jail has not); as pid 1,
+    every signal left at its default is dropped by the kernel when a jail process sends it; in
+    the fallback, orphans of the driver's commands stay its descendants (a child subreaper)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+        if not _INIT:
+            libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        if _INIT:
+            raise
+    if _INIT:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+                    signal.SIGUSR2, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_DFL)
+    if _RECORD_FD is not None:
+        fcntl.fcntl(_RECORD_FD, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
 
 
 def do_cancel(req):
@@ -385,7 +575,7 @@ def do_write(req):
     reply({"id": req["id"], "ok": True}, req)
 
 
-_OPS = {"exec": do_exec, "read": do_read, "write": do_write, "cancel": do_cancel}
+_OPS = {"exec": do_exec, "read": do_read, "write": do_write, "cancel": do_cancel, "killall": do_killall}
 
 
 def handle(req):
@@ -406,6 +596,15 @@ def shutdown():
         leaders = list(_sessions)
     for leader in leaders:
         kill_session(leader)
+    if not _INIT:  # as pid 1 our exit kills the namespace; here, the orphans we adopted
+        for p in _descendants(_proc_table(), os.getpid()):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+    with _background_lock:
+        for fds, breq in _background:
+            _record_pair(fds, breq)
     _remove_spares()
     try:
         sys.stdout.flush()
@@ -470,6 +669,8 @@ def _serve_connection(conn, n):
 
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    harden()
+    threading.Thread(target=reap_orphans, daemon=True).start()
     fd = os.environ.get("AHE_DRIVER_FD")
     if fd:
         threading.Thread(target=serve_direct, args=(int(fd),), daemon=True).start()

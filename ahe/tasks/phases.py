@@ -255,6 +255,30 @@ def _parse_reward_text(raw: bytes) -> float:
     return value
 
 
+async def end_processes(sandbox: Sandbox) -> None:
+    """End every process the agent (or the oracle) left in the sandbox before the verifier runs.
+
+    A backend that cannot do this cannot be trusted with a verifier: refused in one sentence,
+    never skipped."""
+    kill = getattr(sandbox, "kill_processes", None)
+    if kill is None:
+        raise SandboxError(
+            f"the {type(sandbox).__name__} sandbox cannot end the agent's processes before the "
+            "verifier (it has no kill_processes()), so a process the agent left could forge the "
+            "reward; give it one (docs/sandboxes.md) or use the local or docker sandbox"
+        )
+    await kill()
+
+
+def verifier_python_env() -> dict[str, str]:
+    """What every verifier's Python runs with, so nothing the agent left is imported in its place:
+    bytecode only from a fresh cache of its own (a forged `__pycache__/*.pyc` beside the source is
+    never read), and no user site (a `usercustomize.py` or `.pth` in ~/.local is never run).
+    A task's own [verifier] env may set them otherwise."""
+    return {"PYTHONPYCACHEPREFIX": f"/tmp/.ahe-verifier-pycache-{uuid.uuid4().hex}",
+            "PYTHONNOUSERSITE": "1"}
+
+
 async def _read_reward_files(sandbox: Sandbox) -> dict[str, bytes]:
     listing = await sandbox.exec(
         " ; ".join(
@@ -292,6 +316,9 @@ async def run_verifier(
     limit = task.verifier_timeout_sec if timeout is None else timeout
     result = VerifierResult(pass_threshold=pass_threshold)
 
+    # Nothing the agent started runs while the verifier does (a leftover loop writing
+    # reward.txt, rewriting /tests or the verifier's output): its processes end first, all of them.
+    await end_processes(sandbox)
     # The agent may have planted /logs/verifier/reward.txt or a fake /tests: clear both
     # (a mount point itself survives `rm -rf`, its content does not).
     await sandbox.exec(
@@ -299,9 +326,10 @@ async def run_verifier(
         timeout=60,
     )
     await sandbox.upload(task.tests_dir, TESTS_DIR)
-    env = resolve_env(task.verifier_env, where=f"{task.task_toml}: [verifier] env")
+    env = {**verifier_python_env(),
+           **resolve_env(task.verifier_env, where=f"{task.task_toml}: [verifier] env")}
     run = await sandbox.exec(
-        f"bash {TESTS_DIR}/test.sh", timeout=limit, cwd=APP_DIR, env=env or None
+        f"bash {TESTS_DIR}/test.sh", timeout=limit, cwd=APP_DIR, env=env
     )
 
     # Everything test.sh left in /logs/verifier (ctrf.json, …) is kept for the record; the

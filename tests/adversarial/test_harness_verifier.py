@@ -44,7 +44,7 @@ import sys, time
 from pathlib import Path
 tasks, out = Path(sys.argv[1]), Path(sys.argv[2])
 for _ in range(3000):
-    begun = list(out.glob("rollouts/*/*/root/logs/verifier/begun"))
+    begun = list(out.glob("rollouts/*/*/root/sandbox-logs/verifier/begun"))
     if begun:
         for test in tasks.glob("*/tests/test.sh"):
             test.write_text(%r)
