@@ -277,6 +277,15 @@ class DockerSandbox(ContainerFiles):
             raise self._dead(exc, "ending the agent's processes") from exc
         return 0
 
+    async def system_changes(self) -> list[str]:
+        """The paths added or changed in the container since its image (`docker diff`): how the
+        verifier sees a system program the agent replaced (ahe/tasks/verifier_guard.py)."""
+        try:
+            diff = await asyncio.to_thread(self.client.api.diff, self._cid())
+        except Exception as exc:
+            raise self._dead(exc, "listing the container's changes") from exc
+        return [d["Path"] for d in diff or () if d.get("Kind") in (0, 1)]
+
     def _run_small(self, cmd: list[str], user: str = "") -> tuple[int, bytes]:
         """Run a short helper command to completion; (exit code, stdout+stderr)."""
         api = self.client.api

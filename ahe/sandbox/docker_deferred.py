@@ -73,6 +73,9 @@ class DeferredDockerSandbox:
     async def kill_processes(self) -> int:
         return await self._started().kill_processes()  # type: ignore[attr-defined]
 
+    async def system_changes(self) -> list[str]:
+        return await self._started().system_changes()  # type: ignore[attr-defined]
+
     async def read_file(self, path: str) -> bytes:
         return await self._started().read_file(path)
 

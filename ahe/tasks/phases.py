@@ -28,6 +28,7 @@ from ahe.errors import InfrastructureError
 from ahe.sandbox.base import ExecResult, Sandbox, SandboxError
 from ahe.tasks.loader import resolve_env
 from ahe.tasks.model import DOCKERFILE_NAME, SETUP_SCRIPT_NAME, Task
+from ahe.tasks.verifier_guard import end_processes, remove_planted, replaced_interpreters, verifier_python_env
 
 APP_DIR = "/app"
 TESTS_DIR = "/tests"
@@ -61,6 +62,9 @@ class VerifierResult(BaseModel):
     duration_sec: float = 0.0
     stdout_path: str | None = None
     stderr_path: str | None = None
+    tampered: list[str] = Field(
+        default_factory=list,
+        description="what the agent left for the verifier to run in its place (removed, or: the trial fails)")
 
 
 class RewardParseError(ValueError):
@@ -255,30 +259,6 @@ def _parse_reward_text(raw: bytes) -> float:
     return value
 
 
-async def end_processes(sandbox: Sandbox) -> None:
-    """End every process the agent (or the oracle) left in the sandbox before the verifier runs.
-
-    A backend that cannot do this cannot be trusted with a verifier: refused in one sentence,
-    never skipped."""
-    kill = getattr(sandbox, "kill_processes", None)
-    if kill is None:
-        raise SandboxError(
-            f"the {type(sandbox).__name__} sandbox cannot end the agent's processes before the "
-            "verifier (it has no kill_processes()), so a process the agent left could forge the "
-            "reward; give it one (docs/sandboxes.md) or use the local or docker sandbox"
-        )
-    await kill()
-
-
-def verifier_python_env() -> dict[str, str]:
-    """What every verifier's Python runs with, so nothing the agent left is imported in its place:
-    bytecode only from a fresh cache of its own (a forged `__pycache__/*.pyc` beside the source is
-    never read), and no user site (a `usercustomize.py` or `.pth` in ~/.local is never run).
-    A task's own [verifier] env may set them otherwise."""
-    return {"PYTHONPYCACHEPREFIX": f"/tmp/.ahe-verifier-pycache-{uuid.uuid4().hex}",
-            "PYTHONNOUSERSITE": "1"}
-
-
 async def _read_reward_files(sandbox: Sandbox) -> dict[str, bytes]:
     listing = await sandbox.exec(
         " ; ".join(
@@ -311,7 +291,7 @@ async def run_verifier(
     _require_isolation(sandbox, "verifier")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in REWARD_FILES:  # never let a previous run's reward stand in the record
+    for name in (*REWARD_FILES, "tampered.txt"):  # never let a previous run's record stand
         (out / name).unlink(missing_ok=True)
     limit = task.verifier_timeout_sec if timeout is None else timeout
     result = VerifierResult(pass_threshold=pass_threshold)
@@ -319,6 +299,12 @@ async def run_verifier(
     # Nothing the agent started runs while the verifier does (a leftover loop writing
     # reward.txt, rewriting /tests or the verifier's output): its processes end first, all of them.
     await end_processes(sandbox)
+    replaced = await replaced_interpreters(sandbox)
+    if replaced:  # whatever a replaced python or bash says, it is not the verifier's verdict
+        result.tampered, result.reward = replaced, 0.0
+        (out / "tampered.txt").write_text(
+            "not run: the agent replaced what the verifier runs: " + ", ".join(replaced) + "\n")
+        return result
     # The agent may have planted /logs/verifier/reward.txt or a fake /tests: clear both
     # (a mount point itself survives `rm -rf`, its content does not).
     await sandbox.exec(
@@ -328,6 +314,9 @@ async def run_verifier(
     await sandbox.upload(task.tests_dir, TESTS_DIR)
     env = {**verifier_python_env(),
            **resolve_env(task.verifier_env, where=f"{task.task_toml}: [verifier] env")}
+    result.tampered = await remove_planted(sandbox, env)
+    if result.tampered:
+        (out / "tampered.txt").write_text("removed before the verifier ran: " + ", ".join(result.tampered) + "\n")
     run = await sandbox.exec(
         f"bash {TESTS_DIR}/test.sh", timeout=limit, cwd=APP_DIR, env=env
     )

@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "reliability.md"
 BEGIN, END = "<!-- adversarial:begin -->", "<!-- adversarial:end -->"
 ORDER = ["evolve agent", "code agent", "harness code", "harness code (transfer)", "harness code (Ray)", "harness code (docker sandbox)", "harness code (Ray + docker sandbox)",
-         "mini-swe-agent harness code", "command-line agent", "command-line agent (docker)", "faults", "kills",
+         "mini-swe-agent harness code", "command-line agent", "command-line agent (docker)", "verifier forgery",
+         "verifier forgery (docker)", "faults", "kills",
          "bad input", "secrets"]
 
 
