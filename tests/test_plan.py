@@ -100,3 +100,24 @@ def test_a_budget_too_small_is_told_and_the_run_ends_inside_it(tmp_path):
     # planning from this run says the full config would not fit either
     again = plan_forecast(load_experiment_config(config), source_run=run)
     assert again.budget.stops and again.source == "run"
+
+
+def test_pilot_runs_the_trials_and_says_so(tmp_path):
+    from ahe.demo import write_demo
+
+    config = write_demo(tmp_path / "demo", iterations=2)
+    out = subprocess.run([AHE, "plan", str(config), "--pilot", "3"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "ran a pilot of 3 trials" in out.stdout and "no price" in out.stdout
+    assert "unit costs from pilot" in out.stdout
+    assert not (tmp_path / "demo" / "run").exists()  # a pilot is not a run
+
+
+def test_bad_input_is_one_sentence(tmp_path):
+    config = _init(tmp_path, 2)
+    bad = tmp_path / "p.yaml"
+    bad.write_text("m: {input: abc}\n")
+    for args, says in (([f"--prices={bad}"], "m.input"), (["--from", str(tmp_path)], "no scores.json"),
+                       (["--from", str(tmp_path / "nope")], "not a folder")):
+        out = subprocess.run([AHE, "plan", str(config), *args], capture_output=True, text=True)
+        assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr

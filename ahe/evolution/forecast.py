@@ -129,7 +129,7 @@ class Forecast(BaseModel):
     hours: Interval
     budget: BudgetVerdict
     assumptions: list[str]
-    pilot_cost: dict[str, float] | None = None  # a pilot's own spend: trials, tokens, seconds, dollars
+    pilot_cost: dict[str, float | None] | None = None  # a pilot's own spend: trials, tokens, seconds, cost_usd (None: no price)
 
 
 # ---------------------------------------------------------------------------- tasks

@@ -26,14 +26,22 @@ def load_prices(path: Path | None) -> dict[str, Price]:
 
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise AheError(f"--prices {path}: cannot be read ({exc})") from None
+    except OSError as exc:
+        raise AheError(f"--prices {path}: cannot be read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise AheError(f"--prices {path}: not valid YAML" + (f" (line {mark.line + 1})" if mark else "")) from None
     if not isinstance(data, dict):
         raise AheError(f"--prices {path}: must map each model to {{input, output, cached_input}} (USD per million tokens)")
-    try:
-        return {str(m): Price.model_validate(p) for m, p in data.items()}
-    except ValidationError as exc:
-        raise AheError(f"--prices {path}: {exc.errors()[0]['loc']} {exc.errors()[0]['msg']}") from None
+    out: dict[str, Price] = {}
+    for m, p in data.items():
+        try:
+            out[str(m)] = Price.model_validate(p)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(x) for x in (m, *err["loc"]))
+            raise AheError(f"--prices {path}: {where}: {err['msg']}") from None
+    return out
 
 
 def role_model(cfg: ExperimentConfig, role: str):

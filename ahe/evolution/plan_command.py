@@ -34,7 +34,7 @@ def plan_forecast(cfg: ExperimentConfig, *, source_run: Path | None = None, pilo
     return fc.model_copy(update={"pilot_cost": pilot_cost}) if pilot_cost else fc
 
 
-def run_pilot(cfg: ExperimentConfig, n: int, kind: str, prices: dict) -> tuple[UnitCosts, dict[str, float]]:
+def run_pilot(cfg: ExperimentConfig, n: int, kind: str, prices: dict) -> tuple[UnitCosts, dict[str, float | None]]:
     """N trials of the seed harness, one per task (the first N), with the configured agent model."""
     from ahe.evolution.loop import SEED_DEFAULT, mock_endpoints
     from ahe.rollout.scheduler import RolloutConfig, run_rollouts
@@ -73,8 +73,9 @@ def run_pilot(cfg: ExperimentConfig, n: int, kind: str, prices: dict) -> tuple[U
                       evolve=d["evolve"], explore=d["explore"],
                       assumptions=[f"agent unit cost measured on a pilot of {m} trials of the seed harness; the debugger's, "
                                    f"evolve's and explore's are AHE's defaults for {kind} tasks"])
-    cost = float(results.usage.cost_usd or 0.0)
-    return costs, {"trials": float(m), "tokens": float(results.usage.total_tokens), "seconds": round(wall, 1), "cost_usd": cost}
+    cost = results.usage.cost_usd
+    return costs, {"trials": float(m), "tokens": float(results.usage.total_tokens), "seconds": round(wall, 1),
+                   "cost_usd": None if cost is None else float(cost)}
 
 
 # ---------------------------------------------------------------------------- printing
@@ -99,7 +100,7 @@ def render(fc: Forecast, console: Console) -> None:
     if fc.pilot_cost:
         p = fc.pilot_cost
         console.print(f"[yellow]ran a pilot of {p['trials']:.0f} trials: {_n(p['tokens'])} tokens, {p['seconds']:.0f} s, "
-                      f"{_usd(p['cost_usd'])}[/]")
+                      f"{'no price' if p['cost_usd'] is None else _usd(p['cost_usd'])}[/]")
     console.print(escape(f"plan for {fc.config or 'the config'} — unit costs from {fc.source}: {fc.source_detail}"))
     t = fc.trials
     console.print(f"trials: {_iv(t.total)}  = {t.rollout} rollout ({t.tasks} tasks × k={t.k} × {t.rounds})"
