@@ -121,3 +121,11 @@ def test_bad_input_is_one_sentence(tmp_path):
                        (["--from", str(tmp_path / "nope")], "not a folder")):
         out = subprocess.run([AHE, "plan", str(config), *args], capture_output=True, text=True)
         assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+
+
+def test_evolve_plan_plans_and_does_not_run(tmp_path):
+    config = _init(tmp_path, 4)
+    out = subprocess.run([AHE, "evolve", str(config), "--plan", "-k", "3"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "= 132 rollout (4 tasks × k=3 × 11)" in out.stdout
+    assert not (tmp_path / "runs").exists()

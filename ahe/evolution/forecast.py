@@ -28,8 +28,8 @@ REEVAL_POLICIES = ("noise", "expected-value")
 # expected-value spends about 0.45 of a round per attribution over the simulator's standard suite
 # (docs/decisions.md: 1.45x the paper's rollouts); noise spends most of its budget
 EV_REEVAL_MID = 0.45
-# the narrowest relative half-width (in log units) an interval from a previous run gets; fitted on
-# the bench's fit runs (bench/forecast_check.py), never on the runs it is checked on
+# the narrowest relative half-width (in log units) an interval from a previous run gets; set before
+# bench/bench_forecast.py's check runs were made and not tuned on them (docs/benchmarks.md)
 RUN_SPREAD_FLOOR = 0.2
 DEFAULT_SPREAD = math.log(3.0)  # defaults: a factor of three either way
 
