@@ -166,10 +166,18 @@ def evolve(
     executor: Optional[str] = typer.Option(None, "--executor", help=EXECUTOR_HELP + " Default: the config's."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display; print only the run folder."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the forecast (`ahe plan`) and do not run."),
 ) -> None:
     """Evolve a harness: rollout, attribution, rollback, debug, evolve — per iteration, resumable."""
     from ahe.evolution.commands import evolve_command
 
+    if plan_only:
+        if config is None:
+            raise AheError("--plan: give the CONFIG file to plan")
+        from ahe.evolution.plan_command import plan_cli
+
+        plan_cli(config, overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency})
+        return
     evolve_command(
         config,
         resume=resume,
@@ -178,6 +186,24 @@ def evolve(
                    "executor": check_executor(executor, ray_address), "ray_address": ray_address},
         quiet=quiet,
     )
+
+
+@app.command()
+def plan(
+    config: Path = typer.Argument(..., help="Experiment config (from `ahe init`)."),
+    from_run: Optional[Path] = typer.Option(None, "--from", help="A previous run folder of the same tasks and harness: its recorded usage."),
+    pilot: int = typer.Option(0, "--pilot", min=0, help="Run N trials now and forecast from them (their cost is shown)."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML: model -> {input, output, cached_input} USD per Mtok."),
+    iterations: Optional[int] = typer.Option(None, "--iterations", min=1),
+    k: Optional[int] = typer.Option(None, "-k", min=1),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", min=1),
+    json_out: bool = typer.Option(False, "--json", help="The forecast as JSON."),
+) -> None:
+    """Forecast a run before it starts: trials, tokens per role, dollars, hours, and whether budgets stop it."""
+    from ahe.evolution.plan_command import plan_cli
+
+    plan_cli(config, overrides={"iterations": iterations, "k": k, "concurrency": concurrency},
+             source_run=from_run, pilot=pilot, prices_file=prices, json_out=json_out)
 
 
 @app.command()

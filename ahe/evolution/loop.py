@@ -152,6 +152,9 @@ class EvolutionLoop:
                 for phase in phases:
                     if state.is_done(it, phase):
                         continue
+                    ahead = None if final or phase != "debug" else self._budget_ahead(scores, it)
+                    if ahead:
+                        return self._finish(state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (
                             it != 1 or not self.cfg.explore.sources or state.is_done(it, "evolve")):
                         state.mark(it, phase)
@@ -362,6 +365,26 @@ class EvolutionLoop:
         score.cost_usd[role] = score.cost_usd.get(role, 0.0) + float(usage.cost_usd or 0.0)
         scores.upsert(score)
         self.run.save_scores(scores)
+
+    def _budget_ahead(self, scores: Scores, it: int) -> str | None:
+        """Before iteration it's edits: would they and their evaluation cross a token or cost budget?
+        Projected as iteration it-1's debugger and evolve spend plus this round's evaluation; if so the
+        run ends here, at a round boundary, with every harness it made evaluated and H_best judged."""
+        prev, cur = scores.get(it - 1), scores.get(it)
+        if prev is None or cur is None:
+            return None
+        totals = scores.totals()
+        for field, limits in (("tokens", self.cfg.budgets.max_tokens), ("cost_usd", self.cfg.budgets.max_cost_usd)):
+            ahead = {r: v for r, v in getattr(prev, field).items() if r in ("debugger", "evolve")}
+            for r in ("agent", "reeval"):
+                ahead[r] = ahead.get(r, 0) + getattr(cur, field).get(r, 0)
+            for role, limit in limits.items():
+                add = sum(ahead.values()) if role == "total" else ahead.get(role, 0)
+                if add and totals[field].get(role, 0) + add >= limit:
+                    what = f"token budget of {role} ({limit:,})" if field == "tokens" else f"cost budget of {role} (${limit})"
+                    return (f"the {what} would be reached by iteration {it}'s edits and their evaluation (projected from "
+                            f"iteration {it - 1}); stopped before them, at the round boundary")
+        return None
 
     def _budget_exceeded(self, scores: Scores, it: int, phase: str) -> str | None:
         b = self.cfg.budgets
