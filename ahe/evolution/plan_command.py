@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from ahe.errors import AheError
 from ahe.evolution.forecast import RUN_SPREAD_FLOOR, Forecast, Interval, UnitCost, UnitCosts, count_tasks
 from ahe.evolution.forecast_build import build_forecast, load_prices
 from ahe.evolution.forecast_sources import DEFAULTS, default_costs, run_costs
+from ahe.tempdirs import temp_dir
 
 
 def plan_forecast(cfg: ExperimentConfig, *, source_run: Path | None = None, pilot: int = 0,
@@ -47,7 +47,7 @@ def run_pilot(cfg: ExperimentConfig, n: int, kind: str, prices: dict) -> tuple[U
     chosen = (names * n)[:n]
     k = max(1, -(-n // max(len(names), 1)))
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ahe-pilot-") as tmp, mock_endpoints(cfg) as urls:
+    with temp_dir("pilot") as tmp, mock_endpoints(cfg) as urls:
         ws = Path(tmp) / "workspace"
         shutil.copytree(cfg.seed_workspace or SEED_DEFAULT, ws)
         role = cfg.models.agent
