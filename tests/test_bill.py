@@ -78,6 +78,9 @@ def test_each_phase_records_spent_and_projection(two_runs):
     # an earlier projection already knew most of the end: after round 1's evolve, within ±25 % of the actual
     mid = next(e for e in bill.entries if (e.iteration, e.phase) == (1, "evolve")).tokens["total"].projected.mid
     assert 0.75 <= totals["tokens"]["total"] / mid <= 1.25
+    # forecast from a run of the same config, every projection's interval covers the final actual
+    assert all(e.tokens["total"].projected.low <= totals["tokens"]["total"] <= e.tokens["total"].projected.high
+               for e in bill.entries)
     lines = [ln for ln in stderr.splitlines() if ln.strip().startswith("bill: ")]  # the progress line
     assert len(lines) == len(bill.entries) and "of" in lines[0] and "finish ~" in lines[0] and "$" in lines[0]
 

@@ -96,7 +96,16 @@ def _measured(run: RunFolder, start: UnitCosts | None) -> UnitCosts | None:
         return start
     if start is None:
         return now
-    merged = {r: getattr(now, r) if getattr(now, r).tokens > 0 else getattr(start, r) for r in ("agent", "debugger", "evolve", "explore")}
+    rounds = sum(1 for s in run.load_scores().iterations if "evolve" in s.timings_sec)
+    merged = {}
+    for r in ("agent", "debugger", "evolve", "explore"):
+        mine, theirs = getattr(now, r), getattr(start, r)
+        if mine.tokens <= 0:
+            merged[r] = theirs
+        elif rounds < 2:  # one round tells nothing of the variation between rounds: keep the start's, if wider
+            merged[r] = mine.model_copy(update={"spread": max(mine.spread, theirs.spread)})
+        else:
+            merged[r] = mine
     return now.model_copy(update={**merged, "reeval_per_round": now.reeval_per_round if now.reeval_per_round is not None
                                   else start.reeval_per_round, "trial_wall_sec": now.trial_wall_sec or start.trial_wall_sec})
 

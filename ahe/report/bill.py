@@ -64,7 +64,7 @@ def render_bill(summary: dict[str, Any] | None, console: Any) -> None:
     for col in ("quantity", "forecast", "interval", "actual", "actual / forecast", "inside"):
         t.add_column(col, justify="left" if col == "quantity" else "right")
     for r in summary["check_rows"]:
-        t.add_row(r["quantity"], r["forecast"], r["interval"], r["actual"], "—" if r["ratio"] is None else f"{r['ratio']:.2f}",
+        t.add_row(r["quantity"], r["forecast"], r["interval"], r["actual"], "—" if r["ratio"] is None else f"{r['ratio']:.3g}",
                   "[green]yes[/]" if r["inside"] else "[red]no[/]")
     console.print(t)
     if summary["ended"] and summary["ended"] != "finished all iterations":
