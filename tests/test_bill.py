@@ -89,7 +89,10 @@ def test_forecast_against_actual_in_audit_and_report(two_runs):
     _, _, run, _ = two_runs
     bill = load_bill(RunFolder(run))
     check = {c.quantity: c for c in bill.check}
-    assert {"trials", "tokens:agent", "tokens:total", "cost_usd", "hours"} <= set(check)
+    assert {"trials", "tokens:agent", "tokens:total", "cost_usd:agent", "cost_usd", "hours"} <= set(check)
+    assert "cost_usd:evolve" not in check  # unpriced: not checked as $0
+    assert check["cost_usd:agent"].actual == pytest.approx(scores_cost := RunFolder(run).load_scores().totals()["cost_usd"]["agent"])
+    assert scores_cost > 0 and check["cost_usd:agent"].inside
     assert bill.ended == "finished all iterations"
     scores = RunFolder(run).load_scores()
     assert check["tokens:total"].actual == scores.totals()["tokens"]["total"]
@@ -129,6 +132,16 @@ def test_a_budget_is_announced_before_the_round_that_reaches_it(tmp_path):
     assert bill.entries.index(announced[0]) < len(bill.entries) - 1
     assert "bill: the token budget of total" in (run / "history.md").read_text()
     assert bill.ended == state.stopped
+
+
+def test_evolve_from_a_folder_that_is_not_a_run_is_one_sentence(tmp_path):
+    config = _demo(tmp_path, "demo")
+    (tmp_path / "empty").mkdir()
+    for source, says in ((tmp_path / "empty", "no scores.json"), (tmp_path / "nope", "not a folder")):
+        out = subprocess.run([AHE, "evolve", str(config), "--run-dir", str(tmp_path / "run"), "--from", str(source), "-q"],
+                             capture_output=True, text=True, cwd=tmp_path)
+        assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr
+        assert not (tmp_path / "run").exists()  # refused before a run folder is made
 
 
 def _score(it: int, tokens: dict, variant_tokens: int = 0, timings: dict | None = None) -> IterationScore:

@@ -39,6 +39,7 @@ class BillEntry(BaseModel):
     trials: Quantity
     tokens: dict[str, Quantity]  # per role, and "total"
     cost_usd: Quantity | None  # the priced roles only; None when no role has a price
+    cost_by_role: dict[str, float] = Field(default_factory=dict)  # dollars spent so far per priced role
     unpriced_roles: list[str] = Field(default_factory=list)
     hours: Quantity
     finish_at: Interval  # projected finish, seconds since the epoch (UTC)
@@ -46,7 +47,7 @@ class BillEntry(BaseModel):
 
 
 class ForecastCheck(BaseModel):
-    quantity: str  # trials, tokens:<role>, tokens:total, cost_usd, hours
+    quantity: str  # trials, tokens:<role>, tokens:total, cost_usd:<role>, cost_usd (priced roles), hours
     forecast: Interval
     actual: float
     inside: bool  # low <= actual <= high
@@ -135,6 +136,7 @@ def bill_entry(cfg: ExperimentConfig, run: RunFolder, scores: Scores, done: dict
     tokens: dict[str, Quantity] = {}
     cost_spent = cost_left = None
     unpriced: list[str] = []
+    by_role: dict[str, float] = {}
     for role in ROLE_ORDER:
         rf = _role_forecast(cfg, role, units[role], unit[role], {})
         spent = float(totals["tokens"].get(role, 0))
@@ -145,6 +147,7 @@ def bill_entry(cfg: ExperimentConfig, run: RunFolder, scores: Scores, done: dict
                 unpriced.append(role)
             continue
         cost_spent = (cost_spent or 0.0) + float(totals["cost_usd"].get(role, 0.0))
+        by_role[role] = float(totals["cost_usd"].get(role, 0.0))
         cost_left = (cost_left or ZERO).plus(rf.cost_usd or ZERO)
     total_spent = sum(q.spent for q in tokens.values())
     tokens["total"] = Quantity(spent=total_spent, projected=_sum([q.projected for q in tokens.values()]))
@@ -155,7 +158,7 @@ def bill_entry(cfg: ExperimentConfig, run: RunFolder, scores: Scores, done: dict
         at=datetime.now(timezone.utc).isoformat(timespec="seconds"), iteration=it, phase=phase,
         trials=Quantity(spent=n_trials, projected=trials_left.plus(Interval.of(n_trials))), tokens=tokens,
         cost_usd=None if cost_spent is None else Quantity(spent=cost_spent, projected=(cost_left or ZERO).plus(Interval.of(cost_spent))),
-        unpriced_roles=unpriced, hours=Quantity(spent=elapsed_sec / 3600, projected=seconds.scale(1 / 3600).plus(Interval.of(elapsed_sec / 3600))),
+        cost_by_role=by_role, unpriced_roles=unpriced, hours=Quantity(spent=elapsed_sec / 3600, projected=seconds.scale(1 / 3600).plus(Interval.of(elapsed_sec / 3600))),
         finish_at=seconds.plus(Interval.of(now)))
     entry.budget = _budget_projected(cfg, totals, left, unit, elapsed_sec, costs)
     return entry
@@ -202,6 +205,9 @@ def check_forecast(fc: Forecast, last: BillEntry) -> list[ForecastCheck]:
     for rf in fc.roles:
         pairs.append((f"tokens:{rf.role}", rf.total_tokens, last.tokens[rf.role].spent if rf.role in last.tokens else 0.0))
     pairs.append(("tokens:total", fc.total_tokens, last.tokens["total"].spent))
+    for rf in fc.roles:
+        if rf.cost_usd is not None and rf.role in last.cost_by_role:
+            pairs.append((f"cost_usd:{rf.role}", rf.cost_usd, last.cost_by_role[rf.role]))
     if fc.cost_usd is not None and last.cost_usd is not None:
         pairs.append(("cost_usd", fc.cost_usd, last.cost_usd.spent))
     pairs.append(("hours", fc.hours, last.hours.spent))

@@ -10,7 +10,7 @@ from ahe.run_folder import RunFolder
 
 
 def _num(quantity: str, x: float) -> str:
-    if quantity == "cost_usd":
+    if quantity.startswith("cost_usd"):
         return f"${x:,.2f}"
     if quantity == "hours":
         return f"{x:.3f} h"
