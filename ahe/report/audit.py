@@ -22,6 +22,7 @@ from rich.text import Text
 from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
 from ahe.report import deferrals, foresight
+from ahe.report.bill import bill_summary, render_bill
 from ahe.run_folder import LATEST_REASON, Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
@@ -253,6 +254,7 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "figures": build_figures(run, pooled=overall),
         "best_decisions": best_decisions(run),
         "benchmark": benchmark_of(scores),
+        "bill": bill_summary(run),
     }
 
 
@@ -368,6 +370,7 @@ def render_audit(audit: dict, console: Any) -> None:
     from ahe.report.figures import render_figures
 
     render_figures(audit["figures"], console)
+    render_bill(audit.get("bill"), console)
 
 
 def _evidence_table(it: dict) -> Any:
