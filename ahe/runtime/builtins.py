@@ -8,13 +8,22 @@ added when `stop_tools` names it and the workspace does not define it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ahe.runtime.tools import Tool, ToolDescription, ToolResult
+from ahe.runtime.view import SessionView
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ahe.runtime.session import SessionView
-    from ahe.runtime.workspace import LoadedAgent
+
+class LoadedAgent(Protocol):
+    """What these tools read of a loaded workspace (`ahe.runtime.workspace.LoadedAgent` is one):
+    a protocol here, so the loader imports this module and never the other way round."""
+
+    skills: dict[str, Any]  # name -> Skill (name, description, body)
+    sub_agents: dict[str, Any]  # name -> SubAgentEntry
+    tools: dict[str, Tool]
+    config: Any  # AgentConfig
+
+    def sub_agent(self, name: str) -> "LoadedAgent": ...
 
 
 def _skill_tool(agent: "LoadedAgent") -> Tool:
