@@ -24,10 +24,10 @@ log = logging.getLogger(__name__)
 class TokenListener:
     CONNECTED = "connected-to-the-listener"  # what `connect_command` prints when its connection got through
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.token = f"ahe-escape-{uuid.uuid4().hex}"
         self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind(("127.0.0.1", port))
         self._sock.listen(128)
         self._sock.settimeout(0.1)
         self.port: int = self._sock.getsockname()[1]
@@ -100,8 +100,9 @@ def _owner(peer_port: int, our_port: int) -> str:
     """` (pid 123 raylet)`: the process holding the client end of a loopback connection, or ''."""
     try:
         inode = ""
-        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-            f = line.split()
+        rows = [line.split() for table in ("tcp", "tcp6")  # gRPC clients dial from IPv6 sockets (::ffff:127.0.0.1)
+                for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]]
+        for f in rows:
             if f[1].endswith(f":{peer_port:04X}") and f[2].endswith(f":{our_port:04X}"):
                 inode = f[9]
                 break
