@@ -50,7 +50,8 @@ def test_harness_code_attacks_are_refused_under_ahe_eval(tmp_path):
 
 
 def test_harness_code_attacks_are_refused_on_ray(tmp_path, ray_cluster):
-    _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address], "Ray")
+    _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address], "Ray",
+                       listen_on=_dialled_port(ray_cluster))
 
 
 def test_harness_code_attacks_are_refused_under_ahe_transfer(tmp_path):
@@ -80,7 +81,19 @@ def test_harness_code_attacks_are_refused_on_ray_with_the_docker_sandbox(tmp_pat
     started by that node's trial runner, as on a single machine."""
     _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address, "--sandbox", "docker"],
                        "Ray + docker sandbox", {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"},
-                       layer="confined worker (its own container) + model gateway", look=True)
+                       layer="confined worker (its own container) + model gateway", look=True,
+                       listen_on=_dialled_port(ray_cluster))
+
+
+def _dialled_port(cluster) -> int:
+    """A port the cluster's own processes keep dialling and nothing serves (the dashboard agent's gRPC
+    port, handed out by `_free_port()`): the listener sits there, so the check is exact under stray
+    connections every run, not only when the kernel happens to hand the listener that port."""
+    for node in cluster.nodes:
+        for arg in node.proc.args:
+            if arg.startswith("--dashboard-agent-grpc-port="):
+                return int(arg.split("=", 1)[1])
+    return 0
 
 
 def _command(command: str, ws: Path, tasks: Path, out: Path, policy: Path) -> list[str]:
@@ -102,13 +115,17 @@ def _honest(command: str, results: dict) -> bool:
 
 
 def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None,
-                       layer: str = LAYER, look: bool = False, command: str = "eval") -> None:
-    """`look`: the agent's own first command (the MOCK's) looks for the worker from the task's container."""
+                       layer: str = LAYER, look: bool = False, command: str = "eval", listen_on: int = 0) -> None:
+    """`look`: the agent's own first command (the MOCK's) looks for the worker from the task's container.
+    `listen_on`: the listener's port (0: any free one; also when that one is taken)."""
     LAYER = layer  # noqa: N806 - the layer the tally names
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-left-behind-{tag}"
-    listener = TokenListener()  # counts only the attack's own connection (tests/adversarial/listener.py)
+    try:  # counts only the attack's own connection (tests/adversarial/listener.py)
+        listener = TokenListener(listen_on)
+    except OSError:
+        listener = TokenListener()
     victim = subprocess.Popen(["sleep", "300"])
     tasks = unsolved_tasks(tmp_path / "tasks", task_files, hidden_test=f"# hidden {secret[:8]}\n")
     out = tmp_path / "out"
