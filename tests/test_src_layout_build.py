@@ -1,7 +1,7 @@
 """SWE-CI and Playground on a src-layout project whose build writes its version file (issue 34).
 
 A tiny library is written here with real git tags: `src/tinyunits/`, hatchling + hatch-vcs
-writing `src/tinyunits/_version.py` at build time (the package imports it), a test comparing
+(or setuptools + setuptools-scm) writing `src/tinyunits/_version.py` at build time (the package imports it), a test comparing
 `__version__` with `importlib.metadata`, and a tox.ini whose factor-conditional lines name
 packages that do not exist (installing them would fail). The build dependencies come from
 pip's configured index at make time; the tests skip, saying so, when it cannot serve them.
@@ -45,6 +45,9 @@ source = "vcs"
 [tool.hatch.build.hooks.vcs]
 version-file = "src/tinyunits/_version.py"
 '''
+SETUPTOOLS_SCM = PYPROJECT.replace('requires = ["hatchling", "hatch-vcs"]', 'requires = ["setuptools>=64", "setuptools-scm>=8"]') \
+    .replace('"hatchling.build"', '"setuptools.build_meta"').split("[tool.hatch.version]")[0] \
+    + '[tool.setuptools_scm]\nversion_file = "src/tinyunits/_version.py"\n'
 # pick_env chooses py3<minor> of this Python; the other lines would install packages that do not exist
 TOX = '''
 [tox]
@@ -89,8 +92,8 @@ def test_to_inches(feet, inches):
 '''
 
 
-def _release(repo: Path, convert: str, tests: str, tag: str) -> None:
-    files = {"pyproject.toml": PYPROJECT, "tox.ini": TOX, "LICENSE": "MIT\n", "src/tinyunits/__init__.py": INIT,
+def _release(repo: Path, convert: str, tests: str, tag: str, pyproject: str = PYPROJECT) -> None:
+    files = {"pyproject.toml": pyproject, "tox.ini": TOX, "LICENSE": "MIT\n", "src/tinyunits/__init__.py": INIT,
              "src/tinyunits/convert.py": convert, "tests/test_convert.py": tests, ".gitignore": "_version.py\n"}
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -99,15 +102,19 @@ def _release(repo: Path, convert: str, tests: str, tag: str) -> None:
         subprocess.run(["git", *cmd], cwd=repo, check=True, capture_output=True, env=_GIT_ENV)
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
+def _repo(tmp: Path, pyproject: str) -> Path:
     """tinyunits v0.1.0 (to_meters) and v0.2.0 (to_feet, to_inches: 6 more tests)."""
-    repo = tmp_path_factory.mktemp("src-layout") / "tinyunits"
+    repo = tmp / "tinyunits"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=_GIT_ENV)
-    _release(repo, CONVERT_1, TESTS_1, "v0.1.0")
-    _release(repo, CONVERT_2, TESTS_2, "v0.2.0")
+    _release(repo, CONVERT_1, TESTS_1, "v0.1.0", pyproject)
+    _release(repo, CONVERT_2, TESTS_2, "v0.2.0", pyproject)
     return repo
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return _repo(tmp_path_factory.mktemp("src-layout"), PYPROJECT)
 
 
 @pytest.fixture(scope="module")
@@ -115,10 +122,11 @@ def index(tmp_path_factory) -> None:
     """Skip (with pip's reason) when pip's configured index cannot serve the build dependencies."""
     dest = tmp_path_factory.mktemp("index-probe")
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--disable-pip-version-check",
-                           "-d", str(dest), "hatchling", "hatch-vcs", "pytest", "packaging"],
+                           "-d", str(dest), "hatchling", "hatch-vcs", "setuptools", "setuptools-scm", "pytest",
+                           "packaging"],
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        pytest.skip(f"pip's configured index cannot serve hatchling, hatch-vcs and pytest: {proc.stderr[-300:]}")
+        pytest.skip(f"pip's configured index cannot serve the build dependencies and pytest: {proc.stderr[-300:]}")
 
 
 def ahe(*args: str) -> subprocess.CompletedProcess:
@@ -127,7 +135,9 @@ def ahe(*args: str) -> subprocess.CompletedProcess:
 
 
 @needs_bwrap
-def test_swe_ci_tasks_of_a_src_layout_with_a_build_written_version_file(repo, index, tmp_path):
+@pytest.mark.parametrize("backend", ["hatch-vcs", "setuptools-scm"])
+def test_swe_ci_tasks_of_a_src_layout_with_a_build_written_version_file(backend, index, tmp_path):
+    repo = _repo(tmp_path, PYPROJECT if backend == "hatch-vcs" else SETUPTOOLS_SCM)
     out = tmp_path / "tasks"
     proc = ahe("tasks", "make", "swe-ci", "--json", "--repo", str(repo), "--base", "v0.1.0", "--target", "v0.2.0",
                "--min-gap", "3", "--out", str(out))
