@@ -241,3 +241,56 @@ def test_a_failing_setup_command_reports_its_whole_output(tmp_path, monkeypatch)
     text = str(err.value)
     assert "failed (exit 3); its whole output:" in text
     assert all(f"step {i}\n" in text for i in range(1, 41)) and text.endswith("the real reason")
+
+
+BACKEND = '''
+import os, zipfile
+FAIL = False
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    if FAIL:
+        print("the backend's own reason, line 1")
+        raise SystemExit("the backend's own reason, last line")
+    with open("src/inpkg/_version.py", "w") as f:  # what hatch-vcs and setuptools-scm do
+        f.write("__version__ = '1.2.3'\\n")
+    name = "inpkg-1.2.3-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        z.writestr("inpkg/__init__.py", "")
+        z.writestr("inpkg-1.2.3.dist-info/METADATA", "Metadata-Version: 2.1\\nName: inpkg\\nVersion: 1.2.3\\n")
+        z.writestr("inpkg-1.2.3.dist-info/entry_points.txt", "[console_scripts]\\ninpkg = inpkg:main\\n")
+        z.writestr("inpkg-1.2.3.dist-info/WHEEL", "Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n")
+        z.writestr("inpkg-1.2.3.dist-info/RECORD", "")
+    return name
+'''
+
+
+def _in_tree_backend_project(root: Path, fail: bool) -> Path:
+    (root / "src" / "inpkg").mkdir(parents=True)
+    (root / "src" / "inpkg" / "__init__.py").write_text("from ._version import __version__\n")
+    (root / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+                                         '[project]\nname = "inpkg"\nversion = "1.2.3"\n')
+    (root / "backend.py").write_text(BACKEND.replace("FAIL = False", f"FAIL = {fail}"))
+    return root
+
+
+def test_the_build_adds_its_version_file_and_metadata_and_a_failure_is_reported_whole(tmp_path, monkeypatch):
+    """Offline (PIP_NO_INDEX, an in-tree build backend that needs no package)."""
+    from ahe.tasks.sources.buildfiles import add_to_tree, build_files, has_build
+
+    monkeypatch.setenv("AHE_TEST_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    tree = _in_tree_backend_project(tmp_path / "ok", fail=False)
+    assert has_build(tree) and not has_build(tmp_path)
+    built = build_files(tree, key="tree:ok")
+    assert built.error is None and sorted(built.files) == [
+        "src/inpkg-1.2.3.dist-info/METADATA", "src/inpkg-1.2.3.dist-info/entry_points.txt", "src/inpkg/_version.py"]
+    assert not (tree / "src/inpkg/_version.py").exists()  # the build ran in a copy
+    assert add_to_tree(tree, built) == sorted(built.files)
+    assert (tree / "src/inpkg/_version.py").read_text() == "__version__ = '1.2.3'\n"
+    assert build_files(tree, key="tree:ok").reused  # once per commit or tree
+
+    broken = _in_tree_backend_project(tmp_path / "broken", fail=True)
+    failed = build_files(broken, key="tree:broken")
+    assert failed.files == {} and "its whole output:" in failed.error
+    assert "the backend's own reason, line 1" in failed.error and "the backend's own reason, last line" in failed.error

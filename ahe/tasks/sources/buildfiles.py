@@ -96,7 +96,11 @@ def tree_key(tree: Path) -> str:
     """A key for a tree without a commit: the hash of its files' paths and contents."""
     h = hashlib.sha256()
     for rel in sorted(_listing(tree)):
-        h.update(rel.encode() + b"\0" + (tree / rel).read_bytes() + b"\0")
+        try:
+            data = (tree / rel).read_bytes()
+        except OSError:  # a dangling link, an unreadable file: its name still counts
+            data = b""
+        h.update(rel.encode() + b"\0" + data + b"\0")
     return "tree:" + h.hexdigest()
 
 
@@ -128,7 +132,8 @@ def build_files(tree: Path, *, key: str, prepare: Callable[[Path], None] | None 
         if error:
             return BuildFiles(error=error, seconds=round(time.monotonic() - t0, 3))
         files = {rel: (work / rel).read_bytes() for rel in sorted(_listing(work) - before)
-                 if not (tree / rel).exists() and (work / rel).stat().st_size <= MAX_FILE_BYTES}
+                 if not (tree / rel).exists() and (work / rel).is_file() and not (work / rel).is_symlink()
+                 and (work / rel).stat().st_size <= MAX_FILE_BYTES}
         files.update(_metadata(tree, next(iter(sorted(wheels.glob("*.whl"))), None)))
     result = BuildFiles(files={k: base64.b64encode(v).decode() for k, v in files.items()},
                         seconds=round(time.monotonic() - t0, 3))
