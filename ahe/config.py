@@ -115,6 +115,22 @@ class ExperimentConfig(RolloutSettings, _Strict):
     # loop continues from the one the rule picks
     variants: int = Field(default=1, ge=1, le=16)
     variant_select: Literal["pass_at_1", "successes_per_mtok"] = "pass_at_1"
+    # the search strategy of ahe.evolution.registry (docs/search.md): line (the paper's, default), best-of-n
+    # (`variants` children per round; `variants: N` alone selects it), or a plugin's; checked when the loop starts
+    search: str = Field(default="line", min_length=1)
+
+    @model_validator(mode="after")
+    def _search_and_variants(self) -> "ExperimentConfig":
+        """`variants: N ≥ 2` is best-of-N (its meaning before `search:` existed); the two must agree."""
+        named = "search" in self.model_fields_set
+        if self.variants > 1 and not named:
+            self.search = "best-of-n"
+        elif self.search == "best-of-n" and self.variants < 2:
+            raise ValueError("search: best-of-n needs `variants: N` with N ≥ 2 (the children per round); add it or use search: line")
+        elif self.search == "line" and self.variants > 1:
+            raise ValueError(f"search: line evolves one child per round, but variants is {self.variants}; "
+                             "drop `variants` or use search: best-of-n")
+        return self
 
     @model_validator(mode="after")
     def _policy_for_metric(self) -> "ExperimentConfig":

@@ -42,7 +42,7 @@ from ahe.evolution.phases import (
 )
 from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, load_bill, save_bill, start_bill, words
 from ahe.evolution.faults import maybe_kill_self
-from ahe.evolution.registry import get_policy
+from ahe.evolution.registry import get_policy, get_search
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.resources import seed_workspace
@@ -58,6 +58,7 @@ class EvolutionLoop:
                  executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None,
                  forecast_from: Path | None = None) -> None:
         policy = get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
+        get_search(cfg.search)  # so does an unknown search strategy
         self.by_evidence = hasattr(policy, "judge_round")  # H_best by the evidence, after each rollback
         self.best_is_latest = bool(getattr(policy, "best_is_latest", False))  # the latest harness, no contest
         if self.by_evidence and cfg.metric != PASS_RATE:

@@ -184,42 +184,19 @@ def explored_changes(ctx: PhaseContext, it: int) -> tuple[ChangeEntry, ...]:
 async def evolve_phase(ctx: PhaseContext, it: int) -> EvolveOutcome:
     """The evolve agent edits the harness (each change validated and committed); tag iter-t.
 
-    With `variants: N` the phase is best-of-N (`ahe.evolution.variants`); the rollouts of the
-    variants' evaluation are returned as `variant_rollouts` so the budgets count them.
+    How many evolve agents run and which child the line continues from is the `search:` strategy's
+    (`ahe.evolution.search`: `line`, or `best-of-n` with `variants: N`); the rollouts of evaluating
+    children inside the phase are returned as `variant_rollouts` so the budgets count them.
     """
-    from ahe.harness.manifest import write_manifest
-    from evolve_agent import run_evolve_phase
-    from evolve_agent.phase import AgentSpec
-    from evolve_agent.summary import write_summary
-
     if ctx.evolve is not None:  # a scripted evolve phase (ahe simulate)
         manifest = await ctx.evolve(repo=ctx.repo, iteration=it, out_dir=ctx.run.iteration(it).evolve, tasks_dir=ctx.tasks_dir)
         ctx.repo.discard_uncommitted()
         ctx.repo.tag(f"iter-{it:03d}")
         return EvolveOutcome(manifest=manifest, usage=Usage.model_validate(manifest.usage or {}))
-    prior = explored_changes(ctx, it)
-    variant_rollouts = None
-    if ctx.cfg.variants > 1:
-        from ahe.evolution.variants import run_variants
+    from ahe.evolution.registry import get_search
 
-        manifest, usage, variant_rollouts = await run_variants(ctx, it, prior)
-        out = ctx.run.iteration(it).evolve
-        out.mkdir(parents=True, exist_ok=True)
-        manifest.head_commit = ctx.repo.head()
-        write_manifest(out / "manifest.json", manifest)
-        write_summary(out / "summary.md", manifest)
-    else:
-        manifest = await run_evolve_phase(
-            repo=ctx.repo,
-            experiment_dir=ctx.run.root,
-            iteration=it,
-            out_dir=ctx.run.iteration(it).evolve,
-            role=ctx.roles["evolve"],
-            tasks_dir=ctx.tasks_dir,
-            limits=evolve_limits(ctx),
-            agent=AgentSpec(prior_changes=prior),
-        )
-        usage = Usage.model_validate(manifest.usage or {})
+    done = await get_search(ctx.cfg.search).expand(ctx, it, explored_changes(ctx, it))
+    manifest, usage, variant_rollouts = done.manifest, done.usage, done.child_rollouts
     ctx.repo.discard_uncommitted()
     ctx.repo.tag(f"iter-{it:03d}")
     return EvolveOutcome(manifest=manifest, usage=usage, variant_rollouts=variant_rollouts)

@@ -1,4 +1,5 @@
-"""The verdict policies by name (`attribution.strictness`): the built-in ones and any a plugin registers.
+"""The verdict policies by name (`attribution.strictness`) and the search strategies by name (`search`):
+the built-in ones and any a plugin registers.
 
 Policies are leaves the loop calls; this module registers them from outside, so no policy
 imports the registry, the attribution or the loop (tests/test_architecture.py forbids the
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 from ahe.errors import AheError
 from ahe.evolution.policies import KEEP_EVERYTHING, LENIENT, PAPER, STRICT, VerdictPolicy
+from ahe.evolution.search import BEST_OF_N, LINE, SearchStrategy
 
 _POLICIES: dict[str, VerdictPolicy] = {}
+_SEARCHES: dict[str, SearchStrategy] = {LINE.name: LINE, BEST_OF_N.name: BEST_OF_N}
 _ALIASES = {"balanced": "paper"}  # the paper's rule under its name before policies existed
 _builtins_loaded = False
 
@@ -19,6 +22,11 @@ _builtins_loaded = False
 def register_policy(policy: VerdictPolicy) -> VerdictPolicy:
     _POLICIES[policy.name] = policy
     return policy
+
+
+def register_search(strategy: SearchStrategy) -> SearchStrategy:
+    _SEARCHES[strategy.name] = strategy
+    return strategy
 
 
 def _load() -> None:
@@ -48,3 +56,17 @@ def get_policy(name: str) -> VerdictPolicy:
     if policy is None:
         raise AheError(f"attribution.strictness {name!r}: no such verdict policy; use one of: {', '.join(policy_names())}")
     return policy
+
+
+def search_names() -> list[str]:
+    _load()
+    return sorted(_SEARCHES)
+
+
+def get_search(name: str) -> SearchStrategy:
+    """The search strategy called `name`, or one sentence naming the valid ones."""
+    _load()
+    strategy = _SEARCHES.get(name)
+    if strategy is None:
+        raise AheError(f"search {name!r}: no such search strategy; use one of: {', '.join(search_names())}")
+    return strategy

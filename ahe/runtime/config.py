@@ -91,6 +91,8 @@ def format_validation_error(path: Path, err: ValidationError) -> str:
             parts.append(f"{path}: unknown key '{loc}' — remove it or fix its spelling")
         elif e["type"] == "missing":
             parts.append(f"{path}: missing required key '{loc}'")
+        elif e["type"] == "value_error" and not e["loc"]:  # a check across keys: its own sentence names them
+            parts.append(f"{path}: {e['msg'].removeprefix('Value error, ')}")
         else:
             parts.append(f"{path}: key '{loc}': {e['msg']} (got {e.get('input')!r})")
     return "; ".join(parts)
