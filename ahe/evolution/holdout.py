@@ -216,3 +216,14 @@ def search_folder(cfg: ExperimentConfig, tasks_dir: Path, run: RunFolder) -> tup
 
         seal_tasks(load_tasks(split.tasks_dir).tasks, run.sealed)
     return split, split.search_dir
+
+
+def check_before_start(cfg: ExperimentConfig) -> None:
+    """A split that cannot be made fails before the run folder is made (a task folder; a task
+    source's tasks exist only once the run produces them, and are checked then)."""
+    from ahe.tasks.sources import is_source_spec
+
+    if cfg.holdout is None or is_source_spec(cfg.tasks) or not Path(cfg.tasks).is_dir():
+        return
+    if _playground_split(Path(cfg.tasks)) is None:
+        choose_held_out(_names(Path(cfg.tasks), cfg.include), cfg.holdout)

@@ -82,6 +82,9 @@ class EvolutionLoop:
             return HarnessRepo(self.run.workspace)
         if root.exists() and any(root.iterdir()):
             raise AheError(f"{root}: already exists; use `ahe evolve --resume {root}` to continue it, or choose a new folder")
+        from ahe.evolution.holdout import check_before_start
+
+        check_before_start(self.cfg)  # a held-out split too small for the tasks: one sentence, no run folder
         root.mkdir(parents=True, exist_ok=True)
         seed = self.cfg.seed_workspace or SEED_DEFAULT
         from ahe.agents import HARNESS_FILE, backend_name
