@@ -179,3 +179,36 @@ def test_resume_never_scores_the_held_out_split_again(run, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in trials} == stamps
     again = json.loads((copy / "holdout" / "result.json").read_text())
     assert again["gain_points"] == json.loads(before)["gain_points"]
+
+
+# ---------------------------------------------------------------------------- SWE-Playground's marking
+def _task(folder: Path) -> None:
+    (folder / "tests").mkdir(parents=True)
+    (folder / "task.toml").write_text(f'[task]\nname = "{folder.name}"\n[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n')
+    (folder / "instruction.md").write_text("Do it.\n")
+    (folder / "tests" / "test.sh").write_text("exit 0\n")
+
+
+def _playground(root: Path) -> Path:
+    for split, names in (("train", ("p1-a", "p1-b", "p3-a")), ("holdout", ("p2-a",))):
+        for n in names:
+            _task(root / split / n)
+    (root / "derive.json").write_text(json.dumps({"projects": ["p1", "p2", "p3"], "holdout": ["p2"]}))
+    return root
+
+
+def test_a_playground_split_is_used_as_it_is(tmp_path):
+    from ahe.evolution.holdout import PLAYGROUND, search_folder
+    from ahe.run_folder import RunFolder
+
+    root = _playground(tmp_path / "pg")
+    run = RunFolder(tmp_path / "run")
+    cfg = ExperimentConfig(tasks=root / "train", holdout=HoldoutSettings())
+    split, folder = search_folder(cfg, root / "train", run)
+    assert split is not None and split.source == PLAYGROUND and folder == root / "train"
+    assert split.search == ["p1-a", "p1-b", "p3-a"] and split.held_out == ["p2-a"] and split.tasks_dir == root / "holdout"
+    assert (run.sealed / "tasks" / "p2-a").is_dir()  # sealed with the rest at the start
+    with pytest.raises(AheError, match="already holds out whole projects"):
+        search_folder(cfg.model_copy(update={"holdout": HoldoutSettings(share=0.5)}), root / "train", RunFolder(tmp_path / "r2"))
+    with pytest.raises(AheError, match="held-out side of a SWE-Playground split"):
+        search_folder(cfg, root / "holdout", RunFolder(tmp_path / "r3"))
