@@ -156,6 +156,10 @@ def _copy_search_tasks(split: Split) -> None:
     from ahe.tasks import load_tasks
 
     folders = {t.name: Path(t.path) for t in load_tasks(split.tasks_dir, include=split.search).tasks}
+    missing = sorted(set(split.search) - set(folders))
+    if missing:
+        raise AheError(f"holdout/split.json: search task {missing[0]} is no longer in {split.tasks_dir}; a run's tasks "
+                       "cannot change after it started — restore the task folder, or start a new run.")
     split.search_dir.mkdir(parents=True, exist_ok=True)
     for name in split.search:
         dest = split.search_dir / folders[name].name
