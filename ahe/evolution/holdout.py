@@ -179,6 +179,14 @@ def held_out_trials(cfg: ExperimentConfig, tasks: int) -> int:
     return 2 * held * (s.k or cfg.k)
 
 
+def trials_to_come(cfg: ExperimentConfig, split: Split | None, run: RunFolder) -> int:
+    """Held-out trials the run still owes (0 once RUN/holdout/result.json is written): the loop keeps
+    them out of its budget, so a run stopped by a budget still scores `best` on the split inside it."""
+    if split is None or cfg.holdout is None or (holdout_dir(run) / "result.json").is_file():
+        return 0
+    return 2 * len(split.held_out) * (cfg.holdout.k or cfg.k)
+
+
 def search_tasks(cfg: ExperimentConfig, tasks: int) -> int:
     """Tasks the loop's own rounds run: all of them less the held-out share."""
     if cfg.holdout is None:
