@@ -18,11 +18,11 @@ from ahe.simulate.world import task_names
 T = task_names(8)
 
 
-def _world(per_call=(1, 1)) -> TreeWorld:
-    """t1-t4 fail, t5-t8 pass. `patch` gains t1 a little, claims t1-t4 and blocks `fixA`, `fixB` (the dead end);
+def _world(per_call=(1, 1), seed: int = 0) -> TreeWorld:
+    """t1-t4 fail, t5-t8 pass. `patch` gains t1 (0.8), claims t1-t4 and blocks `fixA`, `fixB` (the dead end);
     `fixB` needs `tool`; `dup` conflicts with `fixA`."""
-    w = TreeWorld(seed=1, cap=1.0, per_call=per_call, base={t: (0.0 if i < 4 else 1.0) for i, t in enumerate(T)})
-    for c in (PoolChange(uid="patch", kind="dead-end", effects={T[0]: 0.5}, predicted_fixes=T[:4], blocks=["fixA", "fixB"]),
+    w = TreeWorld(seed=seed, cap=1.0, per_call=per_call, base={t: (0.0 if i < 4 else 1.0) for i, t in enumerate(T)})
+    for c in (PoolChange(uid="patch", kind="dead-end", effects={T[0]: 0.8}, predicted_fixes=T[:4], blocks=["fixA", "fixB"]),
               PoolChange(uid="fixA", kind="beneficial", effects={T[0]: 1.0, T[1]: 1.0}, predicted_fixes=[T[0], T[1]]),
               PoolChange(uid="fixB", kind="beneficial", effects={T[2]: 1.0, T[3]: 1.0}, predicted_fixes=[T[2]], requires="tool"),
               PoolChange(uid="tool", kind="enabler", predicted_fixes=[T[2], T[3]]),
@@ -34,7 +34,7 @@ def _world(per_call=(1, 1)) -> TreeWorld:
 
 def test_effects_interact_dead_ends_prerequisites_conflicts_and_diminishing_returns() -> None:
     w = _world()
-    assert w.p(T[0], {"fixA"}) == 1.0 and w.p(T[0], {"patch", "fixA"}) == 0.5  # the patch blocks the real fix
+    assert w.p(T[0], {"fixA"}) == 1.0 and w.p(T[0], {"patch", "fixA"}) == 0.8  # the patch blocks the real fix
     assert w.p(T[2], {"fixB"}) == 0.0 and w.p(T[2], {"fixB", "tool"}) == 1.0  # no gain without its enabler
     assert w.p(T[1], {"fixA", "dup"}) == 0.0 < w.p(T[1], {"dup"})  # conflicting gains cancel
     w.changes["dup"].conflicts, w.changes["fixA"].conflicts = [], []
@@ -68,7 +68,7 @@ def _propose(w: TreeWorld):
 
 
 def test_the_tree_leaves_the_dead_end_the_line_keeps_within_the_same_budget() -> None:
-    w = _world()
+    w = _world(per_call=(1, 2))
     budget = 8 * 2 * 12
     line = TreeSearch(w.p, T, 2, "x", TreeSettings(select="line", eval_share=1.0)).run(_propose(w), budget)
     tree = TreeSearch(w.p, T, 2, "x", TreeSettings(select="ei", eval_share=0.25)).run(_propose(w), budget)

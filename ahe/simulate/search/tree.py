@@ -26,15 +26,26 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ahe.evolution.evidence import Counts, fit_prior
+from ahe.evolution.expected_value import CLUTTER, PRIOR_PRECISION, UNNAMED_CAP, UNNAMED_MOVES, keep_bar, task_effect
+from ahe.evolution.tree_choice import TreeNode, choose_expansions, finalists, prunable
+
 Select = Literal["thompson", "ei", "line"]
 # (parent's markers, its nth child, step) -> the proposed changes: (uid, the tasks its manifest names)
 Proposer = Callable[[frozenset, int, int], list[tuple[str, list[str]]]]
+COMPONENTS = ("system_prompt", "tools", "skills", "memory")
+
+
+def component_of(uid: str) -> str:
+    """The harness component a simulated change edits (a fixed function of its id)."""
+    return COMPONENTS[hashlib.blake2b(uid.encode(), digest_size=2).digest()[0] % len(COMPONENTS)]
 
 
 class TreeSettings(BaseModel):
@@ -44,7 +55,7 @@ class TreeSettings(BaseModel):
     eval_share: float = Field(default=0.3, gt=0, le=1, description="share of the unnamed tasks a child is evaluated on (the named ones always)")
     prune_z: float = Field(default=3.0, gt=0)
     final_top: int = Field(default=2, ge=0)
-    split: bool = Field(default=True, description="tree: one child per proposed change, instead of one per evolve call")
+    split: bool = Field(default=False, description="tree: one child per proposed change, instead of one per evolve call")
     merge: bool = Field(default=True, description="tree: merge the children of one parent that beat it")
 
 
@@ -128,51 +139,76 @@ class TreeSearch:
         self.evaluate(nd, nd.named | sample)
         return nd
 
-    # -------------------------------------------------------------- the search
-    def choose(self, current: int, step: int) -> int:
+    # -------------------------------------------------------------- the product's rules
+    def tree_nodes(self) -> list[TreeNode]:
+        """The archive as `ahe.evolution.tree_choice` reads it (the same rules as `search: tree`)."""
         mu, sd = self.estimates()
-        live = [nd.id for nd in self.nodes if not nd.pruned]
-        if self.cfg.select == "line" or not live:
+        return [TreeNode(id=_nid(nd.id), mean=float(min(1.0, max(0.0, mu[nd.id]))), sd=float(sd[nd.id]),
+                         parent=None if nd.parent is None else _nid(nd.parent), pruned=nd.pruned, exhausted=nd.dry >= 3)
+                for nd in self.nodes]
+
+    def verdict(self, child: Node) -> bool:
+        """Keep the child's new changes? The product's expected-value rule (`ahe.evolution.expected_value`):
+        per task the child ran, the spike-and-slab posterior effect against the nearest ancestor that ran
+        it (prior P(moved): a named task 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); kept when
+        P(effect on pass@1 > the clutter cost) reaches the last look's bar."""
+        t = len(self.tasks)
+        pa, pb = PRIOR_PRECISION
+        mean = var = 0.0
+        for i in np.flatnonzero(child.n > 0):
+            anc = self.nodes[child.parent] if child.parent is not None else child
+            while anc.n[i] == 0 and anc.parent is not None:
+                anc = self.nodes[anc.parent]
+            pi = pa / (pa + pb) if child.named is not None and child.named[i] else min(UNNAMED_MOVES / t, UNNAMED_CAP)
+            te = task_effect(self.tasks[i], Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i])), self.prior, pi)
+            mean, var = mean + te.mean / t, var + te.var / t ** 2
+        cost = CLUTTER / t
+        p_above = 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
+        return p_above >= keep_bar(final=True)
+
+    # -------------------------------------------------------------- the search
+    def choose(self, current: int, step: int) -> int | None:
+        if self.cfg.select == "line":
             return current
-        if self.cfg.select == "thompson":
-            draws = self._rng("select", step).normal(mu[live], np.maximum(sd[live], 1e-9))
-            return live[int(np.argmax(draws))]
-        best = float(mu.max())
-        z = (mu[live] - best) / np.maximum(sd[live], 1e-9)
-        pdf, cdf = np.exp(-z * z / 2) / math.sqrt(2 * math.pi), 0.5 * (1 + np.vectorize(math.erf)(z / math.sqrt(2)))
-        ei = (mu[live] - best) * cdf + sd[live] * pdf
-        return live[int(np.argmax(ei))]
+        picked = choose_expansions(self.tree_nodes(), 1, random.Random(f"{self.key}:select:{step}"), rule=self.cfg.select)
+        return int(picked[0][1:]) if picked else None
 
     def prune(self) -> None:
-        mu, sd = self.estimates()
-        best = float(mu.max())
-        for nd in self.nodes:
-            if not nd.pruned and mu[nd.id] + self.cfg.prune_z * sd[nd.id] < best:
-                nd.pruned = True
+        for i in prunable(self.tree_nodes(), z=self.cfg.prune_z):
+            self.nodes[int(i[1:])].pruned = True
 
-    def run(self, propose: Proposer, budget: int) -> SearchResult:
+    def run(self, propose: Proposer, budget: int, max_calls: int | None = None) -> SearchResult:
+        """Search until the next child would not fit in `budget` trials (the final re-evaluation's
+        reserved) or `max_calls` evolve calls are spent."""
         rnd = self.k * len(self.tasks)
         reserve = self.cfg.final_top * rnd
         current = self.add(None, frozenset()).id
-        self.seen = {frozenset(): 0}
-        step = 0
-        while self.spent + rnd + reserve <= budget and step < 10 * budget // rnd + 10:
+        self.prior = fit_prior([Counts(int(s), int(n)) for s, n in zip(self.nodes[0].s, self.nodes[0].n)])
+        self.seen, self.named_of = {frozenset(): 0}, {}
+        step, cap = 0, max_calls if max_calls is not None else 10 * budget // rnd + 10
+        while self.spent + rnd + reserve <= budget and step < cap:
+            pick = self.choose(current, step + 1)
+            if pick is None:  # every node pruned or exhausted
+                break
             step += 1
-            parent = self.nodes[self.choose(current, step)]
+            parent = self.nodes[pick]
             nth, parent.children = parent.children, parent.children + 1
             proposed = propose(parent.markers, nth, step)
+            self.named_of.update({u: list(named) for u, named in proposed})
             before = len(self.nodes)
             if self.cfg.select == "line" or not self.cfg.split:  # one child: the round's harness
-                self._child(parent, proposed)
+                kid = self._child(parent, proposed)
+                if kid is not None and self.verdict(kid):
+                    current = kid.id  # kept: the line continues from it
+                elif kid is not None:
+                    kid.pruned = True  # rejected: rolled back, never expanded (the line: the same parent again)
+                if self.cfg.merge and self.cfg.select != "line":
+                    self._merge_branches(budget - reserve)
             else:
                 self._split(parent, proposed, budget - reserve)
+                if self.cfg.merge:
+                    self._merge_branches(budget - reserve)
             parent.dry = 0 if len(self.nodes) > before else parent.dry + 1
-            if parent.dry >= 3 and self.cfg.select != "line":  # exhausted: its proposals are all in the archive
-                parent.pruned = True
-            mu, _ = self.estimates()
-            last = self.nodes[-1].id
-            if self.cfg.select == "line" and mu[last] > mu[current]:
-                current = last
             if self.cfg.select != "line":
                 self.prune()
         return self._finish(budget, rnd, current, step)
@@ -185,37 +221,70 @@ class TreeSearch:
         self.seen[markers] = child.id
         return child
 
+    def _fits(self, budget: int) -> bool:
+        return self.spent + self.k * len(self.tasks) <= budget
+
     def _split(self, parent: Node, proposed: list[tuple[str, list[str]]], budget: int) -> None:
-        """One child per proposed change (each judged alone), then, when two or more beat their parent,
-        their merge (the kept changes together, judged like any child)."""
-        kids = []
+        """One child per proposed change, each judged alone by the product's verdict (a rejected child is
+        rolled back: not expanded again); then the kept ones on different components, merged."""
+        kept = []
         for change in proposed:
-            if self.spent + self.k * len(self.tasks) > budget:
+            if not self._fits(budget):
                 return
             kid = self._child(parent, [change])
-            if kid is not None:
-                kids.append((kid, change))
+            if kid is None:
+                continue
+            if self.verdict(kid):
+                kept.append((kid, change))
+            else:
+                kid.pruned = True
         mu, _ = self.estimates()
-        good = [c for kid, c in kids if mu[kid.id] > mu[parent.id]]
-        if self.cfg.merge and len(good) > 1 and self.spent + self.k * len(self.tasks) <= budget:
-            self._child(parent, good)
+        by_comp: dict[str, tuple] = {}
+        for kid, change in sorted(kept, key=lambda x: -mu[x[0].id]):
+            by_comp.setdefault(component_of(change[0]), change)
+        if self.cfg.merge and len(by_comp) > 1 and self._fits(budget):
+            kid = self._child(parent, list(by_comp.values()))
+            if kid is not None and not self.verdict(kid):
+                kid.pruned = True
+
+    def _merge_branches(self, budget: int) -> None:
+        """Merge by component: the best node and the best one of another branch whose changes beyond
+        their common harness edit other components; the merge is judged like any child."""
+        mu, _ = self.estimates()
+        live = sorted((nd for nd in self.nodes if not nd.pruned and nd.parent is not None), key=lambda nd: -mu[nd.id])[:6]
+        if len(live) < 2 or not self._fits(budget):
+            return
+        a = live[0]
+        for b in live[1:]:
+            mine, theirs = a.markers - b.markers, b.markers - a.markers
+            if not mine or not theirs or a.markers | b.markers in self.seen:
+                continue
+            if {component_of(u) for u in mine} & {component_of(u) for u in theirs}:
+                continue  # the same component edited on both branches: not merged
+            kid = self._child(a, [(u, self.named_of.get(u, [])) for u in sorted(theirs)])
+            if kid is not None and not self.verdict(kid):
+                kid.pruned = True
+            return
 
     def _finish(self, budget: int, rnd: int, current: int, steps: int) -> SearchResult:
+        """Line: its H_best, the best estimate on its path. Tree: a full round on each of the
+        `final_top` finalists (`tree_choice.finalists`), the best estimate of them returned."""
         mu, _ = self.estimates()
-        pool = [current] if self.cfg.select == "line" else [nd.id for nd in self.nodes]
-        if self.cfg.select == "line":  # the line's H_best: the best estimate on its path
+        if self.cfg.select == "line":
             path, i = [], current
             while i is not None:
                 path.append(i)
                 i = self.nodes[i].parent
-            pool = path
-        checked: set[int] = set()
-        for _ in range(self.cfg.final_top):  # a race: a full round on whichever node leads now
-            if self.spent + rnd > budget:
-                break
-            lead = max(pool, key=lambda i: mu[i])
-            self.evaluate(self.nodes[lead])
-            checked.add(lead)
-            mu, _ = self.estimates()
-        best = max(checked or pool, key=lambda i: mu[i])
+            return SearchResult(markers=self.nodes[max(path, key=lambda j: mu[j])].markers, trials=self.spent,
+                                expansions=steps, nodes=self.nodes)
+        cands = [int(x[1:]) for x in finalists(self.tree_nodes(), self.cfg.final_top)]
+        for i in cands:
+            if self.spent + rnd <= budget:
+                self.evaluate(self.nodes[i])
+        mu, _ = self.estimates()
+        best = max(cands, key=lambda j: mu[j])
         return SearchResult(markers=self.nodes[best].markers, trials=self.spent, expansions=steps, nodes=self.nodes)
+
+
+def _nid(i: int) -> str:
+    return f"n{i:05d}"
