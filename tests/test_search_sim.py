@@ -97,3 +97,20 @@ def test_the_real_loop_proposes_from_the_harness_it_kept(tmp_path: Path) -> None
     nth = 1 if not parent else 0  # all rolled back: the seed again, its second proposal
     assert [Path(c["files"][0]).stem for c in second["changes"]] == [c.uid for c in w.propose(parent, nth)]
     assert sum(evolve.seen.values()) == 2
+
+
+def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ahe.cli import app
+
+    res = CliRunner().invoke(app, ["simulate", "--search", "tree", "--seeds", "1", "--seed-range", "dev", "--jobs", "1", "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "search.json").read_text())
+    cells = summary["cells"]
+    assert {c["world"] for c in cells} == {"dead-ends", "prerequisites", "conflicts-diminishing"}
+    assert all(c["trials"] <= next(d["trials"] for d in cells if d["world"] == c["world"] and d["budget"] == c["budget"]
+                                   and d["strategy"] == "line") for c in cells)  # no strategy spends more than line
+    assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
+    bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard or all" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
