@@ -249,6 +249,7 @@ def simulate(
     policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated verdict policies to compare (any registered name, plugins included)."),
     table_only: bool = typer.Option(False, "--table-only", help="With --suite: rebuild OUT/suite.md|json from OUT/runs.jsonl (an interrupted suite: the seeds every world finished)."),
     fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: the policy rows, no progress."),
+    search: Optional[str] = typer.Option(None, "--search", help="Compare search strategies (line, tree-ei, tree-ts) at equal rollout budgets on tree, standard or all worlds (docs/search.md)."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
     from ahe.simulate.command import simulate_command, suite_command, suite_table_from_runs
@@ -258,6 +259,11 @@ def simulate(
         raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
     output = TableOutput(resolve_format(fmt))  # takes the console's place: progress lines and the table
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    if search is not None:
+        from ahe.simulate.search.compare import search_command
+
+        search_command(search, out, seeds or 20, seed_range, jobs or 2, False, output)
+        return
     if suite is not None:
         if scenario is not None or iterations is not None:
             raise AheError("--suite runs the suite's own scenario files: drop --scenario and --iterations")
