@@ -1,10 +1,12 @@
-"""`ahe simulate-search`: `tree` against `line` at equal rollout budgets (docs/search.md).
+"""`ahe simulate --search`: `tree` against `line` at equal rollout budgets (docs/search.md).
 
-Per world and seed: `line` is the real loop (`ahe.simulate.runner.run_one`, policy
-expected-value, its H_best) at the world's iterations (1×) and at twice as many (2×); every
-search of `ahe.simulate.search.tree` then gets exactly the trials that line run spent (every
-rollout and re-evaluation) and draws its proposals from the same function. Tree worlds
-(`worlds/*.yaml`) propose from the parent; the present suite's worlds (`suites/standard`) hand
+Per world and seed: `line` is the simulator's line — `ahe.simulate.search.tree.TreeSearch` with
+one full round per evolve call from the current harness, judged by the same expected-value
+functions — at the world's iterations (1×) and at twice as many (2×); every tree search then
+gets exactly the trials that line spent (every rollout and re-evaluation) and draws its
+proposals from the same function. It is not the product's loop (`run_one`): that line is
+stronger and about 150 s per seed, too slow for the table (docs/search.md says so). Tree worlds
+(`worlds/*.yaml`) propose from the parent; the standard suite's worlds (`suites/standard`) hand
 out their stream — evolve call n gets iteration n's changes whatever the parent.
 
 Reported per world, strategy and budget: the true pass@1 gain of the harness returned over the
