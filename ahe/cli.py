@@ -168,6 +168,8 @@ def evolve(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display; print only the run folder."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the forecast (`ahe plan`) and do not run."),
     from_run: Optional[Path] = typer.Option(None, "--from", help="A previous run of the same tasks and harness: the start's forecast (bill.json) is measured there."),
+    pilot: int = typer.Option(0, "--pilot", min=0, help="With --plan: run N trials now and forecast from them."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML: model -> {input, output, cached_input} USD per Mtok; prices the forecast and the run's bill (a role's own prices win)."),
 ) -> None:
     """Evolve a harness: rollout, attribution, rollback, debug, evolve — per iteration, resumable."""
     from ahe.evolution.commands import evolve_command
@@ -178,8 +180,10 @@ def evolve(
         from ahe.evolution.plan_command import plan_cli
 
         plan_cli(config, overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency},
-                 source_run=from_run)
+                 source_run=from_run, pilot=pilot, prices_file=prices)
         return
+    if pilot:
+        raise AheError("--pilot N goes with --plan (it runs N trials to forecast from); add --plan, or use `ahe plan --pilot N`")
     evolve_command(
         config,
         resume=resume,
@@ -188,6 +192,7 @@ def evolve(
                    "executor": check_executor(executor, ray_address), "ray_address": ray_address},
         quiet=quiet,
         forecast_from=from_run,
+        prices_file=prices,
     )
 
 
