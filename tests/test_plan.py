@@ -142,6 +142,8 @@ def test_evolve_takes_prices_and_a_pilot_like_plan_and_bills_the_run_with_the_pr
                              capture_output=True, text=True, cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
     assert "ran a pilot of 2 trials" in planned.stdout and "unit costs from pilot" in planned.stdout
+    pilot_line = next(line for line in planned.stdout.splitlines() if "ran a pilot" in line)
+    assert "$" in pilot_line and "no price" not in pilot_line  # the pilot's own trials priced by the file too
     agent_row = next(line for line in planned.stdout.splitlines() if "mock-agent" in line)
     assert "$" in agent_row and "no price" not in agent_row  # priced by the file
     assert not (tmp_path / "demo" / "run").exists()

@@ -54,12 +54,9 @@ def with_prices(cfg: ExperimentConfig, prices_file: Path | None) -> ExperimentCo
     run folder's experiment.yaml keeps them, so a resumed run bills the same."""
     if prices_file is None:
         return cfg
-    from ahe.evolution.forecast_build import load_prices
+    from ahe.evolution.forecast_build import apply_prices, load_prices
 
-    prices = load_prices(prices_file)
-    models = {name: role.model_copy(update={"prices": {**prices, **role.prices}}) if role is not None else None
-              for name, role in ((n, getattr(cfg.models, n)) for n in type(cfg.models).model_fields)}
-    return cfg.model_copy(update={"models": cfg.models.model_copy(update=models)})
+    return apply_prices(cfg, load_prices(prices_file))
 
 
 def evolve_command(
