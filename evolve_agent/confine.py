@@ -60,6 +60,8 @@ class Confinement:
     def __init__(self, workspace: Path, experiment: Path | None) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         self.experiment = Path(os.path.realpath(experiment)) if experiment else None
+        # the hidden entries' host paths, once: `hidden` is asked of every entry a list or grep walks
+        self._hidden = tuple(str(self.experiment / name) for name in HIDDEN_FROM_EVOLVE) if self.experiment else ()
 
     # ------------------------------------------------------------------ naming
     def locate(self, path: str) -> Resolved:
@@ -96,10 +98,7 @@ class Confinement:
 
     def hidden(self, host_path: str) -> bool:
         """Whether a host path found by walking a folder is one of the hidden run-folder entries."""
-        if self.experiment is None:
-            return False
-        return any(host_path == str(self.experiment / name) or host_path.startswith(str(self.experiment / name) + os.sep)
-                   for name in HIDDEN_FROM_EVOLVE)
+        return any(host_path == h or host_path.startswith(h + os.sep) for h in self._hidden)
 
     @staticmethod
     def _mount(root: Root) -> str:
