@@ -25,6 +25,8 @@ POLICY = {"name": "face", "rules": [
     {"match": {"turn_min": 2}, "reply": "All done.", "usage": {"prompt_tokens": 150, "completion_tokens": 5}}]}
 TOOLS = [{"type": "function", "function": {"name": "run_shell_command", "parameters": {
     "type": "object", "properties": {"command": {"type": "string"}}}}}]
+STRICT_TOOLS = [{"type": "function", "function": {"name": "run_shell_command", "strict": True, "parameters": {
+    "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"], "additionalProperties": False}}}]
 
 
 _FOLDERS: list[int] = []
@@ -72,8 +74,12 @@ async def test_the_sdk_gets_plain_and_streamed_answers_with_tool_calls(tmp_path:
             text += "".join(c.delta.content or "" for c in chunk.choices)
             usage = chunk.usage or usage
         assert text == "All done." and usage.prompt_tokens == 150
-        # the SDK's own stream accumulator sees the tool call of a streamed first turn
-        async with sdk.chat.completions.stream(model="mock", messages=messages[:1], tools=TOOLS) as s:
+        # the SDK's own stream accumulator sees the tool call of a streamed first turn (before
+        # openai 1.7x it is under `beta` and parses strict tools only; both are the SDK's helper)
+        completions, tools = sdk.chat.completions, TOOLS
+        if not hasattr(completions, "stream"):
+            completions, tools = sdk.beta.chat.completions, STRICT_TOOLS
+        async with completions.stream(model="mock", messages=messages[:1], tools=tools) as s:
             final = await s.get_final_completion()
         assert final.choices[0].message.tool_calls[0].function.name == "run_shell_command"
         models = await sdk.models.list()
