@@ -430,6 +430,11 @@ def main() -> None:
     from ahe.tempdirs import sweep_stale
 
     sweep_stale()  # temporary folders of AHE processes that were killed outright
+    import warnings
+
+    from ahe.errors import UnconfinedWarning
+
+    warnings.simplefilter("ignore", UnconfinedWarning)  # the log says it once; the warnings copy printed it twice
     _register_subapps()
     from rich.markup import escape  # a message's own [brackets] (pip install 'ahe[ray]') are text, not markup
 

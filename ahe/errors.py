@@ -11,6 +11,11 @@ class AheError(Exception):
     """Bad input or configuration; the message is meant for the user as is."""
 
 
+class UnconfinedWarning(RuntimeWarning):
+    """Code runs without a sandbox or jail. Logged once per process and raised through `warnings`
+    (what tests and library callers catch); the CLI leaves the `warnings` copy out, as the log says it."""
+
+
 class ConfigError(AheError):
     """A file the user wrote (agent.yaml, a policy, a task, a config) is invalid."""
 

@@ -370,3 +370,5 @@ def test_ahe_run_against_a_closed_port_is_one_sentence_and_a_failing_exit(tmp_pa
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert f"error: The model endpoint http://127.0.0.1:{port}/v1" in proc.stderr
+    # the unisolated run is said once (it was twice: the log and the `warnings` copy)
+    assert proc.stderr.count("NO isolation") == 1, proc.stderr

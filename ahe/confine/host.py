@@ -29,7 +29,7 @@ from ahe.confine.gateway import CONVERSATION_FILE, GatewayBudget, ModelGateway
 from ahe.confine.sandbox_ops import serve_sandbox_op
 from ahe.confine.trace_files import TraceSink
 from ahe.confine.wire import MAX_MESSAGE_BYTES, SOCKET_NAME, encode, error, read_message
-from ahe.errors import ConfigError, InfrastructureError
+from ahe.errors import ConfigError, InfrastructureError, UnconfinedWarning
 from ahe.io import atomic_write_json
 from ahe.llm.types import ModelClient
 from ahe.runtime.results import SessionResult, StopReason
@@ -459,4 +459,4 @@ def _warn(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         log.warning(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, UnconfinedWarning, stacklevel=3)

@@ -113,7 +113,9 @@ def _measured(run: RunFolder, start: UnitCosts | None) -> UnitCosts | None:
 
 def count_trials_spent(run: RunFolder) -> int:
     """Every finished trial of the run: rollouts, re-evaluations, variants and the held-out scoring."""
-    held = run.root / "holdout"
+    from ahe.evolution.holdout import holdout_dir
+
+    held = holdout_dir(run)
     return (sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0) + \
         (sum(1 for _ in held.glob("*/rollouts/*/trial-*/result.json")) if held.is_dir() else 0)
 

@@ -28,6 +28,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Literal
 
+from ahe.errors import UnconfinedWarning
 from ahe.sandbox import bwrap as bw
 from ahe.sandbox import local_orphans as orphans
 from ahe.sandbox.base import ExecResult, Mount, SandboxError
@@ -602,4 +603,4 @@ def _warn(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         log.warning(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    warnings.warn(message, UnconfinedWarning, stacklevel=3)
