@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from ahe.config import AttributionSettings, DebuggerSettings, ExperimentConfig
 from ahe.evolution.loop import EvolutionLoop
 from ahe.simulate.executor import SimulatedExecutor
@@ -111,6 +113,11 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
     assert {c["world"] for c in cells} == {"dead-ends", "prerequisites", "conflicts-diminishing"}
     assert all(c["trials"] <= next(d["trials"] for d in cells if d["world"] == c["world"] and d["budget"] == c["budget"]
                                    and d["strategy"] == "line") for c in cells)  # no strategy spends more than line
+    for row in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines()):  # one currency: trials + evolve calls
+        for s in ("tree-ei", "tree-ts"):
+            for b in ("1x", "2x"):
+                assert row[f"{s}@{b}"]["cost"] <= row[f"line@{b}"]["cost"] + 1e-9
+                assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
     assert bad.exit_code != 0 and "--search forest: choose tree, standard, all or holdout" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
