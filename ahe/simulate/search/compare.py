@@ -3,15 +3,16 @@
 Per world and seed: `line` is the simulator's line — `ahe.simulate.search.tree.TreeSearch` with
 one full round per evolve call from the current harness, judged by the same expected-value
 functions — at the world's iterations (1×) and at twice as many (2×); every tree search then
-gets exactly the trials that line spent (every rollout and re-evaluation) and draws its
-proposals from the same function. It is not the product's loop (`run_one`): that line is
+gets exactly the budget that line spent, in one currency (every rollout and re-evaluation, and
+every evolve call at `PRICE` trials), and draws its proposals from the same function. It is not the product's loop (`run_one`): that line is
 stronger and about 150 s per seed, too slow for the table (docs/search.md says so). Tree worlds
 (`worlds/*.yaml`) propose from the parent; the standard suite's worlds (`suites/standard`) hand
 out their stream — evolve call n gets iteration n's changes whatever the parent.
 
 Reported per world, strategy and budget: the true pass@1 gain of the harness returned over the
 seed (mean and 95 % interval over seeds), the paired difference to line, the share of the
-best reachable harness it captured, evolve calls and trials.
+best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
+`worlds/holdout/`, written after the strategy was frozen (never tuned on).
 """
 
 from __future__ import annotations
