@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from ahe.config import AttributionSettings, DebuggerSettings, ExperimentConfig
 from ahe.evolution.loop import EvolutionLoop
 from ahe.simulate.executor import SimulatedExecutor
@@ -111,6 +113,31 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
     assert {c["world"] for c in cells} == {"dead-ends", "prerequisites", "conflicts-diminishing"}
     assert all(c["trials"] <= next(d["trials"] for d in cells if d["world"] == c["world"] and d["budget"] == c["budget"]
                                    and d["strategy"] == "line") for c in cells)  # no strategy spends more than line
+    for row in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines()):  # one currency: trials + evolve calls
+        for s in ("tree-ei", "tree-ts"):
+            for b in ("1x", "2x"):
+                assert row[f"{s}@{b}"]["cost"] <= row[f"line@{b}"]["cost"] + 1e-9
+                assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "--search forest: choose tree, standard or all" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all or holdout" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+
+
+def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeypatch) -> None:
+    """tiny-demo (3 tasks, k=2, 3 rounds): the final re-evaluation sized to the budget (`final_share`) and
+    evolve calls priced in the budget's currency; with two fixed final rounds the tree lost 17 points."""
+    import yaml
+
+    from ahe.simulate.scenario import Scenario
+    from ahe.simulate.search import compare
+
+    sc = Scenario.model_validate(yaml.safe_load((compare.STANDARD / "09-tiny-demo.yaml").read_text())).model_dump_json()
+
+    def diff() -> float:
+        rows = [compare.one_seed("stream", sc, s, "/nonexistent-scratch") for s in range(20)]  # development seeds
+        return sum(r["tree-ei@1x"]["gain"] - r["line@1x"]["gain"] for r in rows) / len(rows)
+
+    assert compare.STRATEGIES["tree-ei"].final_share < 1.0
+    assert diff() > -0.06  # within noise of the line (the paired mean over 20 seeds)
+    monkeypatch.setitem(compare.STRATEGIES, "tree-ei", compare.STRATEGIES["tree-ei"].model_copy(update={"final_share": 1.0}))
+    assert diff() < -0.1  # the fix undone: two fixed final rounds leave one evolve call of line's three

@@ -3,15 +3,16 @@
 Per world and seed: `line` is the simulator's line — `ahe.simulate.search.tree.TreeSearch` with
 one full round per evolve call from the current harness, judged by the same expected-value
 functions — at the world's iterations (1×) and at twice as many (2×); every tree search then
-gets exactly the trials that line spent (every rollout and re-evaluation) and draws its
-proposals from the same function. It is not the product's loop (`run_one`): that line is
+gets exactly the budget that line spent, in one currency (every rollout and re-evaluation, and
+every evolve call at `PRICE` trials), and draws its proposals from the same function. It is not the product's loop (`run_one`): that line is
 stronger and about 150 s per seed, too slow for the table (docs/search.md says so). Tree worlds
 (`worlds/*.yaml`) propose from the parent; the standard suite's worlds (`suites/standard`) hand
 out their stream — evolve call n gets iteration n's changes whatever the parent.
 
 Reported per world, strategy and budget: the true pass@1 gain of the harness returned over the
 seed (mean and 95 % interval over seeds), the paired difference to line, the share of the
-best reachable harness it captured, evolve calls and trials.
+best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
+`worlds/holdout/`, written after the strategy was frozen (never tuned on).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from ahe.evolution.forecast_sources import DEFAULTS
 from ahe.simulate.scenario import Scenario
 from ahe.simulate.search.tree import TreeSearch, TreeSettings
 from ahe.simulate.search.tree_world import TreeScenario, make_tree_world
@@ -31,19 +33,23 @@ from ahe.simulate.search.tree_world import TreeScenario, make_tree_world
 WORLDS = Path(__file__).resolve().parent / "worlds"
 STANDARD = Path(__file__).resolve().parents[1] / "suites" / "standard"
 # the frozen tree strategy (tuned on development seeds, docs/search.md)
-LINE = TreeSettings(select="line", eval_share=1.0, final_top=0)
+# one currency: an evolve call costs what AHE's stated defaults say an evolve session costs against
+# one trial of a one-shot task (ahe.evolution.forecast_sources: 1.54M tokens / 0.41M, about 3.7 trials)
+PRICE = round(DEFAULTS["one-shot"]["evolve"].tokens / DEFAULTS["one-shot"]["agent"].tokens, 2)
+LINE = TreeSettings(select="line", eval_share=1.0, final_top=0, call_price=PRICE)
 STRATEGIES = {
-    "tree-ei": TreeSettings(select="ei", eval_share=0.05),
-    "tree-ts": TreeSettings(select="thompson", eval_share=0.05),
+    "tree-ei": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE),
+    "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
 }
-CALLS = 3  # a tree may spend up to this many times line's evolve calls (reported per cell)
+STREAM = 6  # a stream world's changes: this many times its iterations (evolve call n gets iteration n's)
 
 
 def load_worlds(which: str) -> list[tuple[str, Scenario]]:
-    """(kind, scenario) for `tree`, `standard` or `all`."""
+    """(kind, scenario) for `tree`, `standard`, `all` (those two) or `holdout` (tree worlds written after the strategy froze)."""
     out: list[tuple[str, Scenario]] = []
-    if which in ("tree", "all"):
-        out += [("tree", TreeScenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(WORLDS.glob("*.yaml"))]
+    if which in ("tree", "all", "holdout"):
+        where = WORLDS / "holdout" if which == "holdout" else WORLDS
+        out += [("tree", TreeScenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(where.glob("*.yaml"))]
     if which in ("standard", "all"):
         out += [("stream", Scenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(STANDARD.glob("*.yaml"))]
     return out
@@ -76,7 +82,7 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
         evolve = lambda: ParentAwareEvolve(world)  # noqa: E731
     else:
         sc = Scenario.model_validate_json(sc_json)
-        world = make_world(sc.model_copy(update={"iterations": 3 * sc.iterations}), seed)  # the 1× stream is its prefix
+        world = make_world(sc.model_copy(update={"iterations": STREAM * sc.iterations}), seed)  # the 1× stream is its prefix
         reachable = world.pass_at_1(world.oracle_markers())
 
         def propose(markers, nth, step):
@@ -92,10 +98,12 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
         else:  # the line in the search's machinery: a full round per evolve call, the same verdict rule
             r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
             line = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "evolve_calls": r.expansions}
+        line["cost"] = line["trials"] + PRICE * line["evolve_calls"]
         row[f"line@{mult}x"] = line
         for name, cfg in STRATEGIES.items():
-            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:{name}", cfg).run(propose, line["trials"], max_calls=CALLS * calls)
-            row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials,
+            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:{name}", cfg).run(
+                propose, line["cost"], max_calls=None if kind == "tree" else STREAM * sc.iterations)
+            row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
                                       "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned}
     shutil.rmtree(base, ignore_errors=True)
     return row
@@ -130,8 +138,8 @@ def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jo
     from ahe.simulate.search.table import markdown, summarize
     from ahe.simulate.suite import seed_list
 
-    if which not in ("tree", "standard", "all"):
-        raise ConfigError(f"--search {which}: choose tree, standard or all")
+    if which not in ("tree", "standard", "all", "holdout"):
+        raise ConfigError(f"--search {which}: choose tree, standard, all or holdout")
     out = (out or Path("runs") / f"search-{which}").resolve()
     seeds_ = seed_list(seed_range, seeds)
     t0 = time.monotonic()

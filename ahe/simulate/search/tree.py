@@ -17,9 +17,10 @@ parent's trials; the touched ones are soon decided by the child's own). Each ste
 4. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
    and is not expanded again; nor is a node whose last three evolve calls proposed nothing new.
 
-At the end `final_top` full rounds go, one by one, to whichever node the model rates best at
-that moment (a lucky leader falls and the next is checked); the best of the nodes so checked is
-returned. Every trial counts against the budget, the re-evaluation too.
+At the end a full round goes to each of the `final_rounds` best estimates (`final_top`, but at most
+`final_share` of the rounds the budget buys: a small budget re-checks nothing and returns the best
+estimate); the best of them is returned. The budget is one currency: every trial, the
+re-evaluation too, and every evolve call at `call_price` trials.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ class TreeSettings(BaseModel):
     inherit_named: float = Field(default=1.0, ge=0, description="... on a task its changes' manifests name (fixes or regressions)")
     eval_share: float = Field(default=0.3, gt=0, le=1, description="share of the unnamed tasks a child is evaluated on (the named ones always)")
     prune_z: float = Field(default=3.0, gt=0)
-    final_top: int = Field(default=2, ge=0)
+    final_top: int = Field(default=2, ge=0, description="at most this many full rounds of final re-evaluation")
+    final_share: float = Field(default=1.0, ge=0, le=1, description="... and at most this share of the budget's rounds (a small budget re-evaluates less)")
+    call_price: float = Field(default=0.0, ge=0, description="what one evolve call costs in trials (the budget's one currency)")
     split: bool = Field(default=False, description="tree: one child per proposed change, instead of one per evolve call")
     merge: bool = Field(default=True, description="tree: merge the children of one parent that beat it")
 
@@ -79,6 +82,7 @@ class SearchResult:
     trials: int
     expansions: int
     nodes: list[Node] = field(default_factory=list)
+    cost: float = 0.0  # trials + evolve calls × call_price
 
     @property
     def pruned(self) -> int:
@@ -177,20 +181,33 @@ class TreeSearch:
         for i in prunable(self.tree_nodes(), z=self.cfg.prune_z):
             self.nodes[int(i[1:])].pruned = True
 
-    def run(self, propose: Proposer, budget: int, max_calls: int | None = None) -> SearchResult:
-        """Search until the next child would not fit in `budget` trials (the final re-evaluation's
-        reserved) or `max_calls` evolve calls are spent."""
+    @property
+    def cost(self) -> float:
+        """What the search has spent in the budget's one currency: every trial, and every evolve call at `call_price`."""
+        return self.spent + self.calls * self.cfg.call_price
+
+    def final_rounds(self, budget: float) -> int:
+        """Full rounds of final re-evaluation: `final_top`, but no more than `final_share` of the rounds the
+        budget buys (a budget of a few rounds is better spent on evolve calls than on checking the leader)."""
+        return min(self.cfg.final_top, int(self.cfg.final_share * budget / (self.k * len(self.tasks))))
+
+    def run(self, propose: Proposer, budget: float, max_calls: int | None = None) -> SearchResult:
+        """Search until the next evolve call and a full round for its child would not fit in `budget`
+        (the final re-evaluation's reserved; trials and evolve calls in one currency) or `max_calls`
+        evolve calls are spent."""
         rnd = self.k * len(self.tasks)
-        reserve = self.cfg.final_top * rnd
+        self.calls, self.final = 0, self.final_rounds(budget)
+        reserve = self.final * rnd
         current = self.add(None, frozenset()).id
         self.prior = fit_prior([Counts(int(s), int(n)) for s, n in zip(self.nodes[0].s, self.nodes[0].n)])
         self.seen, self.named_of = {frozenset(): 0}, {}
-        step, cap = 0, max_calls if max_calls is not None else 10 * budget // rnd + 10
-        while self.spent + rnd + reserve <= budget and step < cap:
+        step, cap = 0, max_calls if max_calls is not None else 10 * int(budget) // rnd + 10
+        while self.cost + self.cfg.call_price + rnd + reserve <= budget and step < cap:
             pick = self.choose(current, step + 1)
             if pick is None:  # every node pruned or exhausted
                 break
             step += 1
+            self.calls += 1
             parent = self.nodes[pick]
             nth, parent.children = parent.children, parent.children + 1
             proposed = propose(parent.markers, nth, step)
@@ -221,10 +238,10 @@ class TreeSearch:
         self.seen[markers] = child.id
         return child
 
-    def _fits(self, budget: int) -> bool:
-        return self.spent + self.k * len(self.tasks) <= budget
+    def _fits(self, budget: float) -> bool:
+        return self.cost + self.k * len(self.tasks) <= budget
 
-    def _split(self, parent: Node, proposed: list[tuple[str, list[str]]], budget: int) -> None:
+    def _split(self, parent: Node, proposed: list[tuple[str, list[str]]], budget: float) -> None:
         """One child per proposed change, each judged alone by the product's verdict (a rejected child is
         rolled back: not expanded again); then the kept ones on different components, merged."""
         kept = []
@@ -247,7 +264,7 @@ class TreeSearch:
             if kid is not None and not self.verdict(kid):
                 kid.pruned = True
 
-    def _merge_branches(self, budget: int) -> None:
+    def _merge_branches(self, budget: float) -> None:
         """Merge by component: the best node and the best one of another branch whose changes beyond
         their common harness edit other components; the merge is judged like any child."""
         mu, _ = self.estimates()
@@ -266,24 +283,25 @@ class TreeSearch:
                 kid.pruned = True
             return
 
-    def _finish(self, budget: int, rnd: int, current: int, steps: int) -> SearchResult:
+    def _finish(self, budget: float, rnd: int, current: int, steps: int) -> SearchResult:
         """Line: its H_best, the best estimate on its path. Tree: a full round on each of the
-        `final_top` finalists (`tree_choice.finalists`), the best estimate of them returned."""
+        `final_rounds` finalists (`tree_choice.finalists`), the best estimate of them returned (with
+        none: the best estimate of the archive, unchecked)."""
         mu, _ = self.estimates()
         if self.cfg.select == "line":
             path, i = [], current
             while i is not None:
                 path.append(i)
                 i = self.nodes[i].parent
-            return SearchResult(markers=self.nodes[max(path, key=lambda j: mu[j])].markers, trials=self.spent,
-                                expansions=steps, nodes=self.nodes)
-        cands = [int(x[1:]) for x in finalists(self.tree_nodes(), self.cfg.final_top)]
-        for i in cands:
-            if self.spent + rnd <= budget:
-                self.evaluate(self.nodes[i])
-        mu, _ = self.estimates()
-        best = max(cands, key=lambda j: mu[j])
-        return SearchResult(markers=self.nodes[best].markers, trials=self.spent, expansions=steps, nodes=self.nodes)
+            best = max(path, key=lambda j: mu[j])
+        else:
+            cands = [int(x[1:]) for x in finalists(self.tree_nodes(), max(self.final, 1))]
+            for i in cands[: self.final]:
+                if self.cost + rnd <= budget:
+                    self.evaluate(self.nodes[i])
+            mu, _ = self.estimates()
+            best = max(cands, key=lambda j: mu[j])
+        return SearchResult(markers=self.nodes[best].markers, trials=self.spent, expansions=steps, nodes=self.nodes, cost=self.cost)
 
 
 def _nid(i: int) -> str:
