@@ -3,7 +3,7 @@ longer win, which to re-evaluate at the end.
 
 A node is an evaluated harness of the archive with the joint model's estimate of its true pass@1
 (`mean`) and the uncertainty of that estimate (`sd`). The rules read nothing else, so the real
-loop (`search: tree`) and the simulator (`ahe simulate --suite tree`) run the same code.
+loop (`search: tree`) and the simulator (`ahe simulate --search tree`) run the same code.
 
 - `choose_expansions`: `thompson` (each slot: one draw from every live node's normal posterior,
   the highest draw wins) or `ei` (expected improvement over the best estimate, highest first);
