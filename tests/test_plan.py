@@ -91,6 +91,9 @@ def test_a_budget_too_small_is_told_and_the_run_ends_inside_it(tmp_path):
     config.write_text(yaml.safe_dump(cfg))
     fc = plan_forecast(load_experiment_config(config))
     assert fc.budget.stops and fc.budget.iteration is not None and fc.budget.iteration <= 3
+    told = subprocess.run([AHE, "plan", str(config)], capture_output=True, text=True)  # what the user reads
+    assert told.returncode == 0, told.stderr
+    assert f"token budget of total (60,000) is reached in iteration {fc.budget.iteration}" in told.stdout
     run = evolve_command(config, resume=None, run_dir=tmp_path / "run", overrides={}, quiet=True)
     folder = RunFolder(run)
     scores, state = folder.load_scores(), folder.load_state()
