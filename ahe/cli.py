@@ -170,6 +170,7 @@ def evolve(
     from_run: Optional[Path] = typer.Option(None, "--from", help="A previous run of the same tasks and harness: the start's forecast (bill.json) is measured there."),
     pilot: int = typer.Option(0, "--pilot", min=0, help="With --plan: run N trials now and forecast from them."),
     prices: Optional[Path] = typer.Option(None, "--prices", help="YAML: model -> {input, output, cached_input} USD per Mtok; prices the forecast and the run's bill (a role's own prices win)."),
+    json_out: bool = typer.Option(False, "--json", help="With --plan: the forecast as JSON (as `ahe plan --json`)."),
 ) -> None:
     """Evolve a harness: rollout, attribution, rollback, debug, evolve — per iteration, resumable."""
     from ahe.evolution.commands import evolve_command
@@ -180,10 +181,12 @@ def evolve(
         from ahe.evolution.plan_command import plan_cli
 
         plan_cli(config, overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency},
-                 source_run=from_run, pilot=pilot, prices_file=prices)
+                 source_run=from_run, pilot=pilot, prices_file=prices, json_out=json_out)
         return
     if pilot:
         raise AheError("--pilot N goes with --plan (it runs N trials to forecast from); add --plan, or use `ahe plan --pilot N`")
+    if json_out:
+        raise AheError("--json goes with --plan (it prints the forecast as JSON); add --plan, or use `ahe plan --json`")
     evolve_command(
         config,
         resume=resume,

@@ -91,6 +91,9 @@ def test_a_budget_too_small_is_told_and_the_run_ends_inside_it(tmp_path):
     config.write_text(yaml.safe_dump(cfg))
     fc = plan_forecast(load_experiment_config(config))
     assert fc.budget.stops and fc.budget.iteration is not None and fc.budget.iteration <= 3
+    told = subprocess.run([AHE, "plan", str(config)], capture_output=True, text=True)  # what the user reads
+    assert told.returncode == 0, told.stderr
+    assert f"token budget of total (60,000) is reached in iteration {fc.budget.iteration}" in told.stdout
     run = evolve_command(config, resume=None, run_dir=tmp_path / "run", overrides={}, quiet=True)
     folder = RunFolder(run)
     scores, state = folder.load_scores(), folder.load_state()
@@ -159,3 +162,27 @@ def test_evolve_takes_prices_and_a_pilot_like_plan_and_bills_the_run_with_the_pr
     assert cost["agent"] > 0 and cost.get("evolve", 0) == 0  # only the priced model costs dollars
     saved = yaml.safe_load((run / "experiment.yaml").read_text())
     assert saved["models"]["agent"]["prices"]["mock-agent"]["input"] == 2.0  # a resume bills the same
+
+
+def test_evolve_plan_json_is_the_plan_json_and_json_without_plan_is_refused(tmp_path):
+    from ahe.demo import write_demo
+
+    config = write_demo(tmp_path / "demo", iterations=1)  # the demo prices no model
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({m: {"input": 2.0, "output": 8.0, "cached_input": 0.5} for m in ("mock-agent", "mock-debugger")}))
+    planned = subprocess.run([AHE, "evolve", str(config), "--plan", "--prices", str(prices), "--pilot", "2", "--json"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    fc = json.loads(planned.stdout)  # the whole of stdout is the JSON: nothing printed before it
+    by = {r["role"]: r for r in fc["roles"]}
+    assert fc["source"] == "pilot" and fc["pilot_cost"]["trials"] == 2 and fc["pilot_cost"]["cost_usd"] > 0
+    assert by["agent"]["cost_usd"]["mid"] > 0 and by["debugger"]["cost_usd"]["mid"] > 0
+    assert by["evolve"]["cost_usd"] is None and "evolve" in fc["unpriced_roles"]
+    same = json.loads(subprocess.run([AHE, "plan", str(config), "--json", "-k", "3"], capture_output=True, text=True, check=True).stdout)
+    bare = json.loads(subprocess.run([AHE, "evolve", str(config), "--plan", "--json", "-k", "3"], capture_output=True, text=True,
+                                     check=True, cwd=tmp_path).stdout)
+    assert bare["cost_usd"] is None  # without --prices: nothing priced, never $0
+    assert bare["trials"] == same["trials"] and bare["total_tokens"] == same["total_tokens"]  # evolve's overrides, plan's numbers
+    alone = subprocess.run([AHE, "evolve", str(config), "--json"], capture_output=True, text=True, cwd=tmp_path)
+    assert alone.returncode == 2 and "--json goes with --plan" in alone.stderr and "Traceback" not in alone.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "demo" / "runs").exists()
