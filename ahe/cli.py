@@ -167,6 +167,7 @@ def evolve(
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display; print only the run folder."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the forecast (`ahe plan`) and do not run."),
+    from_run: Optional[Path] = typer.Option(None, "--from", help="A previous run of the same tasks and harness: the start's forecast (bill.json) is measured there."),
 ) -> None:
     """Evolve a harness: rollout, attribution, rollback, debug, evolve — per iteration, resumable."""
     from ahe.evolution.commands import evolve_command
@@ -176,7 +177,8 @@ def evolve(
             raise AheError("--plan: give the CONFIG file to plan")
         from ahe.evolution.plan_command import plan_cli
 
-        plan_cli(config, overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency})
+        plan_cli(config, overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency},
+                 source_run=from_run)
         return
     evolve_command(
         config,
@@ -185,6 +187,7 @@ def evolve(
         overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency, "model": model,
                    "executor": check_executor(executor, ray_address), "ray_address": ray_address},
         quiet=quiet,
+        forecast_from=from_run,
     )
 
 

@@ -3,6 +3,12 @@
 Every arrow between top-level layers points down: a module may import its own layer and the
 layers listed below it, never one above. Imports under `if TYPE_CHECKING:` count too (they
 are arrows a reader follows); imports inside functions count as well.
+
+Inside a layer, no module imports itself back through others (`test_no_import_circle_among_modules`):
+the same rule, every import counts, so a lazy import in a function does not break a circle. A
+registry imports what registers into it, and what registers imports a leaf module of shared
+types (e.g. ahe/sandbox/backend_types.py), never the registry; a type needed only for
+annotations is a Protocol in the lower module.
 """
 
 from __future__ import annotations
@@ -158,3 +164,94 @@ def test_the_evolution_modules_import_each_other_without_a_cycle() -> None:
         if m not in state:
             cycle = visit(m, [])
             assert cycle is None, "import cycle inside ahe.evolution: " + " -> ".join(cycle)
+
+
+def _module_files() -> dict[str, Path]:
+    files = {}
+    for pkg in ("ahe", "debugger", "evolve_agent", "explore_agent"):
+        for f in (ROOT / pkg).rglob("*.py"):
+            if not SKIP_PARTS & set(f.relative_to(ROOT).parts):
+                files[_module_name(f)] = f
+    return files
+
+
+def _imported_modules(path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules `path` imports, anywhere in it: `from a.b import c` is the module a.b.c when
+    there is one, else a.b (its __init__); the parents a package import runs are not arrows."""
+
+    def owner(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(m for a in node.names if (m := owner(a.name)))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                m = full if full in known else owner(node.module)
+                if m:
+                    out.add(m)
+    return out
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle (a -> b -> ... -> a) for each group of modules that import each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while (w := stack.pop()) != v:
+                group.add(w)
+            if group:
+                groups.append(group | {v})
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    circles = []
+    for group in groups:
+        start = min(group)
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop(0)
+            nxt = sorted(graph[path[-1]] & group)
+            if start in nxt:
+                circles.append(path + [start])
+                break
+            for w in nxt:
+                if w not in seen:
+                    seen.add(w)
+                    paths.append(path + [w])
+    return sorted(circles)
+
+
+def test_no_import_circle_among_modules() -> None:
+    """No module imports itself back through others, inside a package or across them (every
+    import counts: module level, TYPE_CHECKING, inside functions)."""
+    known = _module_files()
+    graph = {m: _imported_modules(f, known) - {m} for m, f in known.items()}
+    circles = import_circles(graph)
+    assert not circles, "import circles (make them one-way: docs/architecture.md, 'No import circles'):\n" + "\n".join(
+        " -> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_a_circle_and_names_its_modules() -> None:
+    graph = {"p.a": {"p.b"}, "p.b": {"p.c", "p.leaf"}, "p.c": {"p.a"}, "p.leaf": set(), "p.d": {"p.d2"}, "p.d2": {"p.d"}}
+    assert import_circles(graph) == [["p.a", "p.b", "p.c", "p.a"], ["p.d", "p.d2", "p.d"]]
+    assert import_circles({"p.a": {"p.b"}, "p.b": {"p.leaf"}, "p.leaf": set()}) == []
+

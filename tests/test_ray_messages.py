@@ -126,6 +126,30 @@ def test_missing_ray_is_one_sentence_naming_the_extra_before_anything_starts(tmp
     assert proc.returncode == 1  # asked about a cluster it cannot reach: not ready
 
 
+@pytest.mark.parametrize("command", ["eval", "evolve"])
+def test_missing_ray_is_named_before_the_address_is_probed(tmp_path, command):
+    """Ray absent and an address where nothing listens: the missing extra is what is said (the
+    address is not probed first; probing it would only tell the user about a cluster they cannot
+    use yet), within seconds, before any run folder."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import sys\nsys.modules['ray'] = None  # as if Ray were not installed\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(shim), str(REPO), os.environ.get("PYTHONPATH", "")])}
+    flags = ["--executor", "ray", "--ray-address", f"127.0.0.1:{closed_port()}"]
+    if command == "eval":
+        args = eval_args(tmp_path, *flags)
+    else:
+        from ahe.demo import write_demo
+
+        args = ["evolve", str(write_demo(tmp_path / "exp", iterations=1)), "--run-dir", str(tmp_path / "runs"), "-q", *flags]
+    proc, took = ahe(*args, cwd=tmp_path, env=env)
+    line = one_sentence(proc.stderr)
+    assert proc.returncode == 2 and took <= 15, (proc.returncode, took)
+    assert line == ("error: --executor ray needs Ray: pip install 'ahe[ray]' "
+                    "(on the driver and on every node of the cluster)")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
 def test_ray_address_with_the_local_executor_is_refused_not_ignored(tmp_path):
     proc, took = ahe(*eval_args(tmp_path, "--ray-address", "10.0.0.5:6379"), cwd=tmp_path)
     line = one_sentence(proc.stderr)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ahe.agents.base import AgentBackend, AgentRequest, BackendBase, Component, ComponentClass
-from ahe.agents.harness_file import HARNESS_FILE, backend_name, read_harness_file
-from ahe.agents.registry import agent_backend_names, make_agent_backend, register_agent_backend
+from ahe.agents.harness_file import HARNESS_FILE, read_harness_file
+from ahe.agents.registry import agent_backend_names, backend_name, make_agent_backend, register_agent_backend
 
 
 def harness_backend(harness: Path, override: str | None = None) -> AgentBackend:

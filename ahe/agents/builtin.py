@@ -3,7 +3,7 @@ own package is imported only when one of its sessions runs)."""
 
 from ahe.agents.ahe_backend import AheBackend
 from ahe.agents.command_backend import CommandBackend
-from ahe.agents.registry import register_agent_backend
+from ahe.agents.registrations import register_agent_backend
 
 register_agent_backend("ahe", AheBackend, AheBackend.summary)
 register_agent_backend("command", CommandBackend, CommandBackend.summary)

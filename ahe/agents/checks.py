@@ -7,8 +7,7 @@ import asyncio
 import concurrent.futures
 from pathlib import Path
 
-from ahe.agents.harness_file import backend_name
-from ahe.agents.registry import make_agent_backend
+from ahe.agents.registry import backend_name, make_agent_backend
 from ahe.errors import ConfigError
 
 

@@ -50,20 +50,3 @@ def read_harness_file(harness: Path) -> HarnessFile:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "backend"
         raise ConfigError(f"{path}: field {field!r}: {err['msg']}") from None
-
-
-def backend_name(harness: Path, override: str | None = None) -> str:
-    """The backend of the harness at `harness`: harness.yaml's, or `override` (--agent-backend).
-
-    The two must agree when both are given: running a folder written for one agent with another
-    would evaluate something the user did not ask for.
-    """
-    from ahe.agents.registry import check_agent_backend
-
-    path = Path(harness) / HARNESS_FILE
-    declared = read_harness_file(harness).backend if path.is_file() else None
-    if override and declared and override != declared:
-        raise ConfigError(f"{path} names backend {declared!r} but --agent-backend says {override!r}; "
-                          "drop the flag or change the file")
-    name = override or declared or DEFAULT_BACKEND
-    return check_agent_backend(name, f"{path}: backend" if declared else "--agent-backend")

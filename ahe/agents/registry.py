@@ -4,25 +4,22 @@
     register_agent_backend("mine", MyBackend)      # a class or any zero-argument factory
 
 Backends outside AHE register from a plugin module (AHE_PLUGINS or the `ahe.plugins` entry-point
-group, ahe/plugins.py). The built-in ones register on first use of the registry.
+group, ahe/plugins.py). The built-in ones register on first use of the registry (this module
+imports them, ahe/agents/builtin.py; none of them imports it back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
 
 from ahe.agents.base import AgentBackend
-from ahe.errors import AheError
+from ahe.agents.harness_file import DEFAULT_BACKEND, HARNESS_FILE, read_harness_file
+from ahe.agents.registrations import FACTORIES, SUMMARIES, register_agent_backend
+from ahe.errors import AheError, ConfigError
 
-_FACTORIES: dict[str, Callable[[], AgentBackend]] = {}
-_SUMMARIES: dict[str, str] = {}
+__all__ = ["agent_backend_names", "agent_backend_summaries", "backend_name", "check_agent_backend",
+           "make_agent_backend", "register_agent_backend"]
 _loaded = False
-
-
-def register_agent_backend(name: str, factory: Callable[[], AgentBackend], summary: str = "") -> None:
-    """Add (or replace) a backend; `factory()` makes one instance per executor."""
-    _FACTORIES[name] = factory
-    _SUMMARIES[name] = summary or getattr(factory, "summary", "") or ""
 
 
 def _load() -> None:
@@ -38,19 +35,19 @@ def _load() -> None:
 
 def agent_backend_names() -> list[str]:
     _load()
-    return sorted(_FACTORIES)
+    return sorted(FACTORIES)
 
 
 def agent_backend_summaries() -> dict[str, str]:
     _load()
-    return {name: _SUMMARIES[name] for name in sorted(_FACTORIES)}
+    return {name: SUMMARIES[name] for name in sorted(FACTORIES)}
 
 
 def check_agent_backend(name: str, where: str = "--agent-backend") -> str:
     """`name` when it is registered; else one sentence naming `where` and the backends that exist."""
     _load()
-    if name not in _FACTORIES:
-        raise AheError(f"{where}: no agent backend {name!r}; use one of: {', '.join(sorted(_FACTORIES))} "
+    if name not in FACTORIES:
+        raise AheError(f"{where}: no agent backend {name!r}; use one of: {', '.join(sorted(FACTORIES))} "
                        "(a plugin named by AHE_PLUGINS can register more)")
     return name
 
@@ -58,4 +55,19 @@ def check_agent_backend(name: str, where: str = "--agent-backend") -> str:
 def make_agent_backend(name: str, where: str = "--agent-backend") -> AgentBackend:
     """A new instance of the backend called `name` (one sentence when there is none)."""
     check_agent_backend(name, where)
-    return _FACTORIES[name]()
+    return FACTORIES[name]()
+
+
+def backend_name(harness: Path, override: str | None = None) -> str:
+    """The backend of the harness at `harness`: harness.yaml's, or `override` (--agent-backend).
+
+    The two must agree when both are given: running a folder written for one agent with another
+    would evaluate something the user did not ask for.
+    """
+    path = Path(harness) / HARNESS_FILE
+    declared = read_harness_file(harness).backend if path.is_file() else None
+    if override and declared and override != declared:
+        raise ConfigError(f"{path} names backend {declared!r} but --agent-backend says {override!r}; "
+                          "drop the flag or change the file")
+    name = override or declared or DEFAULT_BACKEND
+    return check_agent_backend(name, f"{path}: backend" if declared else "--agent-backend")

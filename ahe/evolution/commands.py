@@ -56,6 +56,7 @@ def evolve_command(
     run_dir: Path | None,
     overrides: dict,
     quiet: bool = False,
+    forecast_from: Path | None = None,
 ) -> Path:
     console = Console(stderr=True, quiet=quiet, soft_wrap=True)  # whole lines in a log file
     if resume is not None:
@@ -80,8 +81,14 @@ def evolve_command(
         where = "--tasks" if "tasks" in updates else f"{exp if resume is not None else config}: tasks"
         raise AheError(f"{where}: {cfg.tasks} is not a folder; point it at a folder of task folders (each with a task.toml)")
     _check_executor(cfg, updates)
+    if forecast_from is not None:
+        if not forecast_from.is_dir():
+            raise AheError(f"--from {forecast_from}: not a folder; give a run folder made by `ahe evolve`")
+        from ahe.evolution.forecast_sources import run_costs
+
+        run_costs(forecast_from)  # not a run folder, or nothing evaluated yet: one sentence, before a run folder is made
     try:
-        state = run_evolution(cfg, target, resume=resume is not None, console=console)
+        state = run_evolution(cfg, target, resume=resume is not None, console=console, forecast_from=forecast_from)
     except OSError as exc:
         raise_if_disk_full(exc, target)
         raise

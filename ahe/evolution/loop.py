@@ -40,6 +40,7 @@ from ahe.evolution.phases import (
     rollback_phase,
     rollout_phase,
 )
+from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, load_bill, save_bill, start_bill, words
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
 from ahe.harness.repo import HarnessRepo
@@ -54,7 +55,8 @@ SEED_DEFAULT = seed_workspace()
 
 class EvolutionLoop:
     def __init__(self, cfg: ExperimentConfig, run_dir: Path, *, console: Console | None = None,
-                 executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None) -> None:
+                 executor: Executor | None = None, evolve: Callable[..., Awaitable[Any]] | None = None,
+                 forecast_from: Path | None = None) -> None:
         policy = get_policy(cfg.attribution.strictness)  # an unknown policy fails before anything runs
         get_search(cfg.search)  # so does an unknown search strategy
         self.by_evidence = hasattr(policy, "judge_round")  # H_best by the evidence, after each rollback
@@ -69,6 +71,8 @@ class EvolutionLoop:
         self.stop_requested = False
         self.roles: dict[str, RoleConfig] = {}
         self._t0 = time.monotonic()
+        self.forecast_from = forecast_from  # `ahe evolve --from RUN`: the start's forecast measured there
+        self._tasks = 0  # how many tasks the run evaluates (for the bill)
 
     # ------------------------------------------------------------------ setup
     def prepare(self, *, resume: bool) -> HarnessRepo:
@@ -123,6 +127,7 @@ class EvolutionLoop:
         url = role_urls.get("explore") or (None if self.cfg.models.explore else role_urls.get("evolve"))
         self.roles["explore"] = explore.model_copy(update={"base_url": url, "model": explore.model or "mock"}) if url else explore
         ctx = self.context(repo)
+        self._start_bill(ctx)
         owned = self._shared_executor(ctx)
         try:
             return await self._iterate(ctx)
@@ -153,7 +158,7 @@ class EvolutionLoop:
                 for phase in phases:
                     if state.is_done(it, phase):
                         continue
-                    ahead = None if final or phase != "debug" else self._budget_ahead(scores, it)
+                    ahead = None if final or phase != "debug" else budget_ahead(self.cfg, scores, it, self._elapsed())
                     if ahead:
                         return self._finish(state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (
@@ -166,6 +171,7 @@ class EvolutionLoop:
                     self.run.save_state(state)
                     if self.stop_requested:
                         raise StopRequested()
+                    self._bill(scores, state, it, phase)
                     reason = self._budget_exceeded(scores, it, phase)
                     if reason:
                         return self._finish(state, reason)
@@ -178,9 +184,50 @@ class EvolutionLoop:
         state.stopped, state.finished = reason, True
         self.run.save_state(state)
         scores = self.run.load_scores()
+        self._check_bill(scores, state, reason)
         self.run.history(f"- loop ended: {reason}" + (f"; best: {_best_words(scores)}" if scores.best_iteration is not None else ""))
         self.run.event("loop_end", reason=reason)
         return state
+
+    # ------------------------------------------------------------------ the bill (ahe.evolution.bill)
+    def _start_bill(self, ctx: PhaseContext) -> None:
+        from ahe.evolution.forecast import count_tasks
+
+        cfg = self.cfg.model_copy(update={"tasks": ctx.tasks_dir})
+        self._tasks = count_tasks(cfg)[0]
+        if load_bill(self.run) is None and not any(self.run.load_state().done.values()):
+            bill = start_bill(self.run, cfg, self.forecast_from)
+            fc = bill.forecast
+            if fc is not None:
+                self.console.print(escape(f"forecast ({fc.source}): {fc.trials.total.mid:.0f} trials, {fc.total_tokens.mid:,.0f} "
+                                          f"tokens ({fc.total_tokens.low:,.0f}–{fc.total_tokens.high:,.0f}), "
+                                          f"{fc.hours.mid:.2f} h; budgets: {fc.budget.reason}"), highlight=False)
+
+    def _bill(self, scores: Scores, state: LoopState, it: int, phase: str) -> None:
+        bill = load_bill(self.run)
+        if bill is None or not self._tasks:
+            return
+        entry = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), it, phase, bill.costs, tasks=self._tasks)
+        before = bill.entries[-1].budget if bill.entries else None
+        bill.entries.append(entry)
+        save_bill(self.run, bill)
+        self.console.print(escape(f"  {words(entry)}"), highlight=False)
+        if entry.budget and entry.budget != before:
+            self.console.print(f"[yellow]{escape(entry.budget)}[/]")
+            self.run.history(f"  - bill: {entry.budget} (after iteration {it}'s {phase})")
+            self.run.event("budget_ahead", iteration=it, phase=phase, reason=entry.budget)
+
+    def _check_bill(self, scores: Scores, state: LoopState, reason: str) -> None:
+        bill = load_bill(self.run)
+        if bill is None or bill.forecast is None or not self._tasks:
+            return
+        last = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), 0, "end", bill.costs, tasks=self._tasks)
+        bill.check, bill.ended = check_forecast(bill.forecast, last), reason
+        save_bill(self.run, bill)
+        inside = sum(c.inside for c in bill.check)
+        tok = next(c for c in bill.check if c.quantity == "tokens:total")
+        self.run.history(f"  - forecast vs actual: {inside} of {len(bill.check)} quantities inside the start's interval; "
+                         f"tokens {tok.actual:,.0f} against {tok.forecast.mid:,.0f} ({tok.forecast.low:,.0f}–{tok.forecast.high:,.0f})")
 
     def _elapsed(self) -> float:
         return round(getattr(self, "_elapsed_before", 0.0) + time.monotonic() - self._t0, 3)
@@ -223,6 +270,7 @@ class EvolutionLoop:
             outcome = await evolve_phase(ctx, it)
             self._add_usage(scores, it, "evolve", outcome.usage)
             self._add_usage(scores, it, "agent", outcome.variant_rollouts)
+            self._add_variants(scores, it, outcome.variant_rollouts)
             self._record_evolve(it, outcome, repo.head())
         else:
             raise AssertionError(f"unknown phase {phase!r}")
@@ -367,25 +415,13 @@ class EvolutionLoop:
         scores.upsert(score)
         self.run.save_scores(scores)
 
-    def _budget_ahead(self, scores: Scores, it: int) -> str | None:
-        """Before iteration it's edits: would they and their evaluation cross a token or cost budget?
-        Projected as iteration it-1's debugger and evolve spend plus this round's evaluation; if so the
-        run ends here, at a round boundary, with every harness it made evaluated and H_best judged."""
-        prev, cur = scores.get(it - 1), scores.get(it)
-        if prev is None or cur is None:
-            return None
-        totals = scores.totals()
-        for field, limits in (("tokens", self.cfg.budgets.max_tokens), ("cost_usd", self.cfg.budgets.max_cost_usd)):
-            ahead = {r: v for r, v in getattr(prev, field).items() if r in ("debugger", "evolve")}
-            for r in ("agent", "reeval"):
-                ahead[r] = ahead.get(r, 0) + getattr(cur, field).get(r, 0)
-            for role, limit in limits.items():
-                add = sum(ahead.values()) if role == "total" else ahead.get(role, 0)
-                if add and totals[field].get(role, 0) + add >= limit:
-                    what = f"token budget of {role} ({limit:,})" if field == "tokens" else f"cost budget of {role} (${limit})"
-                    return (f"the {what} would be reached by iteration {it}'s edits and their evaluation (projected from "
-                            f"iteration {it - 1}); stopped before them, at the round boundary")
-        return None
+    def _add_variants(self, scores: Scores, it: int, usage: Usage | None) -> None:
+        score = scores.get(it)
+        if score is not None and usage is not None:
+            score.variant_tokens += usage.total_tokens
+            score.variant_cost_usd += float(usage.cost_usd or 0.0)
+            scores.upsert(score)
+            self.run.save_scores(scores)
 
     def _budget_exceeded(self, scores: Scores, it: int, phase: str) -> str | None:
         b = self.cfg.budgets
@@ -430,9 +466,10 @@ def mock_endpoints(cfg: ExperimentConfig):
         yield urls
 
 
-def run_evolution(cfg: ExperimentConfig, run_dir: Path, *, resume: bool, console: Console | None = None) -> LoopState:
+def run_evolution(cfg: ExperimentConfig, run_dir: Path, *, resume: bool, console: Console | None = None,
+                  forecast_from: Path | None = None) -> LoopState:
     """Run (or resume) the loop; Ctrl-C once stops after the running trials, twice at once."""
-    loop = EvolutionLoop(cfg, run_dir, console=console)
+    loop = EvolutionLoop(cfg, run_dir, console=console, forecast_from=forecast_from)
     always = Console(stderr=True, soft_wrap=True)  # what must be said even with --quiet
     repo = loop.prepare(resume=resume)
     with mock_endpoints(cfg) as urls:

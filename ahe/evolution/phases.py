@@ -10,10 +10,13 @@ needs for its bookkeeping (scores, history, events, budgets), usage included. Th
 from __future__ import annotations
 
 import contextlib
+import json
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ahe.errors import AheError
 from ahe.evolution.attribution import attribute
 from ahe.evolution.context import (PhaseContext, StopRequested, evolve_limits, reeval_executor,  # noqa: F401 (re-exported)
                                   rollout_config)
@@ -62,7 +65,26 @@ async def rollout_phase(ctx: PhaseContext, it: int) -> RolloutOutcome:
         raise StopRequested()
     # the scheduler's harness.json names the workspace; keep ours (the evaluated commit) with it
     write_model(d.harness_json, HarnessRef(iteration=it, evaluates=tag, commit=commit, workspace=str(ctx.run.workspace)))
+    refuse_an_all_infra_round(ctx, it, results)
     return RolloutOutcome(tag=tag, commit=commit, results=results)
+
+
+def refuse_an_all_infra_round(ctx: PhaseContext, it: int, results: RunResults) -> None:
+    """A round whose every trial is an infrastructure error measured the machine, not the
+    harness: judging it would charge every change with a regression and roll it back. Stop
+    instead, the trials moved aside (kept to read), so that `--resume` runs the round again."""
+    if not results.n_trials or results.infra_errors < results.n_trials:
+        return
+    d = ctx.run.iteration(it)
+    first = next((json.loads(p.read_text()).get("error") for p in sorted(d.root.glob("rollouts/*/*/result.json"))), None)
+    aside = d.root / f"rollouts.infra-{time.strftime('%Y%m%dT%H%M%S')}"
+    (d.root / "rollouts").rename(aside)
+    d.results_json.unlink(missing_ok=True)
+    raise AheError(
+        f"iteration {it}: all {results.n_trials} trials ended in an infrastructure error "
+        f"(first: {str(first or 'no message')[:300]}); nothing was judged or rolled back. Fix the cause "
+        f"(`ahe doctor` checks the sandbox and the endpoints), then `ahe evolve --resume {ctx.run.root}` "
+        f"runs this round again; the failed trials are kept in {aside}")
 
 
 def _results(ctx: PhaseContext, it: int) -> RunResults:

@@ -7,7 +7,7 @@ so the audit works on a run that is still going.
 
 Iteration t's manifest is judged by iteration t+1's attribution (which evaluates the harness
 that carries the changes). Numbers in the JSON are exactly those of `attribution.json`; the
-overall figures pool the iterations (see `pooled`).
+overall figures pool the iterations (see `ahe.report.pooling.pooled`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from rich.text import Text
 from ahe.errors import AheError
 from ahe.harness.manifest import ChangeEntry, Component, Manifest
 from ahe.report import deferrals, foresight
+from ahe.report.bill import bill_summary, render_bill
+from ahe.report.pooling import pooled
 from ahe.run_folder import LATEST_REASON, Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
@@ -45,32 +47,6 @@ def _outcome(task: str, att: Attribution | None) -> str:
 
 def _pred_block(score: PredictionScore | None) -> dict | None:
     return None if score is None else score.model_dump()
-
-
-def pooled(scores: list[dict], n_tasks: list[int]) -> dict:
-    """Pool one kind of prediction over iterations (micro-average).
-
-    precision = Σ hits / Σ predicted, recall = Σ hits / Σ actual, over the iterations given;
-    the random baseline pools the random predictor's expected hits the same way: an
-    iteration with n tasks, p predicted and a actual flips contributes p·a/n expected hits,
-    so random precision = Σ(p·a/n) / Σ p and random recall = Σ(p·a/n) / Σ a.
-    """
-    hits = sum(len(s.get("hits", [])) for s in scores)
-    pred = sum(len(s.get("predicted", [])) for s in scores)
-    act = sum(len(s.get("actual", [])) for s in scores)
-    exp_hits = sum(
-        len(s.get("predicted", [])) * len(s.get("actual", [])) / n for s, n in zip(scores, n_tasks) if n
-    )
-    return {
-        "iterations": len(scores),
-        "predicted": pred,
-        "actual": act,
-        "hits": hits,
-        "precision": hits / pred if pred else None,
-        "recall": hits / act if act else None,
-        "random_precision": exp_hits / pred if pred and act is not None else None,
-        "random_recall": exp_hits / act if act and pred is not None else None,
-    }
 
 
 def _trials(v: Any, att: Attribution, counts: dict[str, tuple[tuple[int, int], tuple[int, int]]]) -> list[dict]:
@@ -253,6 +229,7 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "figures": build_figures(run, pooled=overall),
         "best_decisions": best_decisions(run),
         "benchmark": benchmark_of(scores),
+        "bill": bill_summary(run),
     }
 
 
@@ -368,6 +345,7 @@ def render_audit(audit: dict, console: Any) -> None:
     from ahe.report.figures import render_figures
 
     render_figures(audit["figures"], console)
+    render_bill(audit.get("bill"), console)
 
 
 def _evidence_table(it: dict) -> Any:

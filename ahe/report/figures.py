@@ -20,6 +20,7 @@ from statistics import mean
 from typing import Any
 
 from ahe.report.efficiency import side_metrics, task_difficulty
+from ahe.report.pooling import pooled as pool
 from ahe.run_folder import RunFolder
 
 KINDS = ("fix_predictions", "regression_predictions")
@@ -104,8 +105,6 @@ def build_figures(run_dir: Path | RunFolder, pooled: dict[str, dict] | None = No
     p1 = {r["iteration"]: r["pass_at_1"] for r in rows}
     rounds = self_attribution(run, its, p1)
     if pooled is None:
-        from ahe.report.audit import pooled as pool
-
         atts = [run.iteration(r["iteration"]).attribution() for r in rounds]
         pooled = {k: pool([getattr(a, k).model_dump() for a in atts if a], [a.n_tasks for a in atts if a]) for k in KINDS}
     diffs: list[str] = []

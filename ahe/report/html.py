@@ -20,6 +20,7 @@ from jinja2 import Environment, select_autoescape
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.llm.types import ROLES
 from ahe.report import deferrals, foresight
+from ahe.report.bill import bill_summary
 from ahe.report import html_svg as svg
 from ahe.report.html_template import TEMPLATE
 from ahe.report.splits import collect_splits
@@ -297,6 +298,7 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         "splits": collect_splits(run, scores),
         "swe_ci_rows": swe_ci_rows, "swe_ci_columns": swe_ci_columns,
         "metric": scores.metric, "best_metric_value": scores.best_metric_value,
+        "bill": bill_summary(run),
         "infra_total": sum(r.infra_errors for r in results.values() if r is not None),
         **_figures(run),
     }

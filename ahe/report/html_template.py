@@ -206,6 +206,22 @@ true positives (predicted and happened), false positives (predicted, did not hap
 </table>
 </section>
 
+{% if bill %}
+<section id="sec-bill">
+<h2>The bill: spent, projected, and the forecast against the actual</h2>
+{% if bill.latest_words %}<p>{{ bill.latest_at }}: {{ bill.latest_words }}</p>{% endif %}
+{% if bill.budget_projected %}<p class="pending">{{ bill.budget_projected }}</p>{% endif %}
+{% if bill.check_rows %}
+<table id="bill-table">
+<tr><th>quantity</th><th>forecast at the start</th><th>interval</th><th>actual</th><th>actual / forecast</th><th>inside</th></tr>
+{% for r in bill.check_rows %}<tr><td>{{ r.quantity }}</td><td class="num">{{ r.forecast }}</td><td class="num">{{ r.interval }}</td>
+<td class="num">{{ r.actual }}</td><td class="num">{{ r.ratio|ratio }}</td><td>{{ "yes" if r.inside else "no" }}</td></tr>{% endfor %}
+</table>
+<p class="meta">Forecast from {{ bill.forecast_source }}; {{ bill.inside }} of {{ bill.check_rows|length }} quantities inside its interval.{% if bill.ended and bill.ended != "finished all iterations" %} The run ended early ({{ bill.ended }}).{% endif %}</p>
+{% elif bill.forecast_source %}<p class="meta">Forecast at the start from {{ bill.forecast_source }}; checked against the actual when the run ends.</p>{% endif %}
+</section>
+{% endif %}
+
 {% if transfer %}
 <section id="sec-transfer">
 <h2>Transfer</h2>

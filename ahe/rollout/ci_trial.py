@@ -15,7 +15,7 @@ import traceback
 
 from ahe.errors import ConfigError, InfrastructureError
 from ahe.io import atomic_write_json
-from ahe.rollout.kinds import TrialKind, register_trial_kind
+from ahe.rollout.trial_kind import TrialKind, register_trial_kind
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.rollout.trial_parts import RESULT_FILE, TrialContext, sandbox_for, seal_of, stop_sandbox, write_result
 from ahe.runtime.trace import now_iso

@@ -2,37 +2,18 @@
 
 A kind `claims` the trials it runs (the CI loop claims tasks whose task.toml has [ci] rounds);
 the first kind that claims a trial runs it, and the one-shot kind (setup, one agent session,
-the verifier) runs every other. A new kind is one module and one `register_trial_kind` call,
-not a branch at the top of every trial.
+the verifier) runs every other. A new kind is one module and one `register_trial_kind` call
+(ahe/rollout/trial_kind.py, the leaf every kind imports), not a branch at the top of every trial;
+this dispatcher imports the kinds, never the other way round.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from ahe.rollout.models import TrialSpec
+from ahe.rollout.trial_kind import REGISTERED, RunTrial, TrialKind, register_trial_kind
 
-from ahe.rollout.models import TrialResult, TrialSpec
-from ahe.rollout.trial_parts import TrialContext
-
-RunTrial = Callable[[TrialSpec, TrialContext], Awaitable[TrialResult]]
-
-
-@dataclass(frozen=True)
-class TrialKind:
-    name: str
-    summary: str
-    claims: Callable[[TrialSpec], bool]  # cheap: reads the task folder, never starts anything
-    run: RunTrial  # runs the trial and writes result.json; never raises for the trial's failures
-
-
-_KINDS: list[TrialKind] = []
+__all__ = ["RunTrial", "TrialKind", "kind_for", "register_trial_kind", "trial_kind_names"]
 _loaded = False
-
-
-def register_trial_kind(kind: TrialKind) -> TrialKind:
-    """Add a kind (tried before the ones registered earlier; the one-shot kind is always last)."""
-    _KINDS.insert(0, kind)
-    return kind
 
 
 def _load() -> None:
@@ -47,7 +28,7 @@ def kind_for(spec: TrialSpec) -> TrialKind:
     from ahe.rollout.one_shot import ONE_SHOT
 
     _load()
-    for kind in _KINDS:
+    for kind in REGISTERED:
         if kind.claims(spec):
             return kind
     return ONE_SHOT
@@ -55,4 +36,4 @@ def kind_for(spec: TrialSpec) -> TrialKind:
 
 def trial_kind_names() -> list[str]:
     _load()
-    return [k.name for k in _KINDS] + ["one-shot"]
+    return [k.name for k in REGISTERED] + ["one-shot"]

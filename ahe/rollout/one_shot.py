@@ -16,7 +16,7 @@ import traceback
 from ahe.agents import AgentRequest
 from ahe.confine.host import worker_mode
 from ahe.errors import InfrastructureError
-from ahe.rollout.kinds import TrialKind
+from ahe.rollout.trial_kind import TrialKind
 from ahe.rollout.models import TrialResult, TrialSpec
 from ahe.rollout.trial_parts import TrialContext, sandbox_for, seal_of, stop_sandbox, write_result
 from ahe.runtime.trace import now_iso

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import shutil
@@ -41,6 +42,16 @@ RAY_MISSING = "--executor ray needs Ray: pip install 'ahe[ray]' (on the driver a
 INIT_TIMEOUT_SEC = 30.0  # ray.init on a reachable head takes a few seconds, shipping AHE's code included
 
 
+def require_ray() -> None:
+    """RAY_MISSING unless Ray can be found, without importing it (seconds on a busy machine)."""
+    try:
+        found = importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise AheError(RAY_MISSING)
+
+
 def import_ray() -> Any:
     try:
         import ray
@@ -57,6 +68,7 @@ def connect(address: str | None, *, init_timeout: float = INIT_TIMEOUT_SEC) -> A
     joined = sys.modules.get("ray")
     if joined is not None and joined.is_initialized() and _ships_code(joined):
         return joined
+    require_ray()  # Ray not installed: the missing extra is what to say, whatever the address
     probe(address)  # before importing Ray (seconds on a busy machine): a wrong address is told at once
     ray = import_ray()
     if ray.is_initialized():

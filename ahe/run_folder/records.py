@@ -44,6 +44,8 @@ class IterationScore(BaseModel):
     infra_errors: int
     reeval_trials: int = 0  # targeted re-evaluation trials of this iteration's attribution (noise policy)
     tokens: dict[str, int] = Field(default_factory=dict)  # per role
+    variant_tokens: int = 0  # of tokens["agent"]: the variants' evaluation in this iteration's evolve phase
+    variant_cost_usd: float = 0.0  # of cost_usd["agent"]: the same
     cost_usd: dict[str, float] = Field(default_factory=dict)  # per role
     timings_sec: dict[str, float] = Field(default_factory=dict)  # per phase
     kept: list[str] = Field(default_factory=list)

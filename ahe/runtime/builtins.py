@@ -8,16 +8,25 @@ added when `stop_tools` names it and the workspace does not define it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ahe.runtime.tools import Tool, ToolDescription, ToolResult
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ahe.runtime.session import SessionView
-    from ahe.runtime.workspace import LoadedAgent
+from ahe.runtime.view import SessionView
 
 
-def _skill_tool(agent: "LoadedAgent") -> Tool:
+class AgentParts(Protocol):
+    """What these tools read of a loaded workspace (`ahe.runtime.workspace.LoadedAgent` is one):
+    a protocol here, so the loader imports this module and never the other way round."""
+
+    skills: dict[str, Any]  # name -> Skill (name, description, body)
+    sub_agents: dict[str, Any]  # name -> SubAgentEntry
+    tools: dict[str, Tool]
+    config: Any  # AgentConfig
+
+    def sub_agent(self, name: str) -> "AgentParts": ...
+
+
+def _skill_tool(agent: "AgentParts") -> Tool:
     lines = [f"- {s.name}: {s.description.splitlines()[0]}" for s in agent.skills.values()]
     desc = ToolDescription(
         name="load_skill",
@@ -39,7 +48,7 @@ def _skill_tool(agent: "LoadedAgent") -> Tool:
     return Tool(description=desc, function=load_skill, source="builtin:load_skill")
 
 
-def _delegate_tool(agent: "LoadedAgent") -> Tool:
+def _delegate_tool(agent: "AgentParts") -> Tool:
     lines = []
     for name, entry in agent.sub_agents.items():
         sub = agent.sub_agent(name)
@@ -86,7 +95,7 @@ def _finish_tool() -> Tool:
     return Tool(description=desc, function=finish, source="builtin:finish")
 
 
-def add_builtin_tools(agent: "LoadedAgent") -> None:
+def add_builtin_tools(agent: "AgentParts") -> None:
     if agent.skills and "load_skill" not in agent.tools:
         agent.tools["load_skill"] = _skill_tool(agent)
     if agent.sub_agents and "delegate" not in agent.tools:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 if TYPE_CHECKING:  # pragma: no cover
     from ahe.llm.types import ModelResponse
     from ahe.runtime.results import ToolCallRequest
-    from ahe.runtime.session import SessionView
+    from ahe.runtime.view import SessionView
     from ahe.runtime.tools import ToolResult
 
 FRAMEWORK_NOTE_PREFIX = "[framework note] "

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ahe.llm.types import ModelClient, Usage
 from ahe.runtime.tools import ToolResult
 
-if TYPE_CHECKING:
-    from ahe.runtime.session import Session
+
+class RunningSession(Protocol):
+    """What the view reads of its session (`ahe.runtime.session.Session` is one): a protocol here,
+    so the session imports this module and never the other way round."""
+
+    messages: list[dict[str, Any]]
+    turn: int
+    usage: Usage
+    state: dict[str, Any]
+    sandbox: Any
+    client: ModelClient
+    agent: Any  # LoadedAgent: its `name`
+    session_id: str
+    events: Any  # EventLog: its `emit`
+
+    async def run_sub_agent(self, name: str, message: str) -> ToolResult: ...
 
 
 class SessionView:
     """Read-only window on a running session, injected into tools (`session`) and hooks."""
 
-    def __init__(self, session: "Session") -> None:
+    def __init__(self, session: RunningSession) -> None:
         self._s = session
 
     @property

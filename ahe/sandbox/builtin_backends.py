@@ -3,7 +3,7 @@ the registry; each backend's heavy module is imported only when it makes a sandb
 
 from __future__ import annotations
 
-from ahe.sandbox.registry import BackendOptions, SandboxBackend, SandboxRequest, register_backend
+from ahe.sandbox.backend_types import BackendOptions, SandboxBackend, SandboxRequest, register_backend
 
 TEST_ENV_MOUNT = "/opt/ahe-env"  # where a task's test environment appears in the jail
 

@@ -22,7 +22,7 @@ INSTALL_HINT = (
     "runs, or pass isolation='none' to run commands with no isolation at all"
 )
 # The system, bound read-only: only what programs need, never the whole host `/`. /etc is not
-# bound whole: `etc_args` shows only what every user of the host may read (issue 33).
+# shown whole: `etc_args` masks what not every user of the host may read (issue 33).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # What root inside keeps: chown its files, change their modes, kill its own processes, become
 # another user, bind low ports. Not CAP_DAC_OVERRIDE (read what its mode forbids), not
@@ -79,51 +79,41 @@ def system_args() -> list[str]:
 
 
 def etc_args() -> list[str]:
-    """A /etc of the jail's own: of the host's /etc only what any user of the host may read
-    (so /etc/shadow, /etc/ssl/private, a root-only key file are absent, not merely unreadable).
-    Computed once per process: a file made secret later stays hidden only from new processes."""
+    """A /etc of the jail's own: the host's, read-only, with every entry that not every user of
+    the host may read masked — such a file reads as empty, such a folder as an empty folder — so
+    /etc/shadow, /etc/ssl/private or a root-only key file show nothing of theirs (issue 33).
+    One bind plus a mask per private entry (a dozen on a usual host), not a bind per file: each
+    mount costs the jail's start. Computed once per process: a file made secret later stays
+    hidden only from new processes."""
     if not os.path.isdir("/etc") or os.path.islink("/etc"):
         return []
-    return ["--dir", "/etc", *_public_tree("/etc")]
+    return ["--ro-bind", "/etc", "/etc", *_masks("/etc")]
 
 
 @functools.lru_cache(maxsize=8)
-def _public_tree(folder: str) -> tuple[str, ...]:
-    """bwrap arguments showing, below `folder` (a folder every user may enter), every entry any
-    user of the host may read: one bind for a wholly public subtree, the same link for a link."""
+def _masks(folder: str) -> tuple[str, ...]:
+    """bwrap arguments hiding, below `folder`, each entry some host user may not read: an empty
+    read-only tmpfs over a folder, /dev/null over anything else (not links: they resolve inside)."""
     args: list[str] = []
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return ()
-    for name in names:
-        path = os.path.join(folder, name)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            args += ["--symlink", os.readlink(path), path]
-        elif stat.S_ISREG(st.st_mode) and st.st_mode & 0o004:
-            args += ["--ro-bind", path, path]
-        elif stat.S_ISDIR(st.st_mode) and st.st_mode & 0o005 == 0o005:
-            args += ["--ro-bind", path, path] if _all_public(path) else ["--dir", path, *_public_tree(path)]
-    return tuple(args)
-
-
-def _all_public(folder: str) -> bool:
-    for top, dirs, files in os.walk(folder):
-        for name in dirs + files:
+    for top, dirs, files in os.walk(folder, onerror=None):
+        public_dirs = []
+        for name in sorted(dirs) + sorted(files):
+            path = os.path.join(top, name)
             try:
-                st = os.lstat(os.path.join(top, name))
+                st = os.lstat(path)
             except OSError:
-                return False
+                continue
             if stat.S_ISLNK(st.st_mode):
                 continue
-            need = 0o005 if stat.S_ISDIR(st.st_mode) else 0o004
-            if st.st_mode & need != need or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-                return False
-    return True
+            if stat.S_ISDIR(st.st_mode):
+                if st.st_mode & 0o005 == 0o005:
+                    public_dirs.append(name)
+                else:
+                    args += ["--tmpfs", path, "--remount-ro", path]
+            elif not (stat.S_ISREG(st.st_mode) and st.st_mode & 0o004):
+                args += ["--ro-bind", "/dev/null", path]
+        dirs[:] = public_dirs
+    return tuple(args)
 
 
 def bwrap_argv(

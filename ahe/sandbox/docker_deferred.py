@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ahe.sandbox.base import CHANNEL_DIR, ExecResult, Mount, Sandbox, SandboxError
-from ahe.sandbox.registry import SandboxRequest
+from ahe.sandbox.backend_types import SandboxRequest
 
 
 class DeferredDockerSandbox:

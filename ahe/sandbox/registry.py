@@ -8,7 +8,7 @@ this registry; nothing else names backends.
 
 Adding a backend is one module plus one registration::
 
-    from ahe.sandbox.registry import SandboxBackend, register_backend
+    from ahe.sandbox.registry import SandboxBackend, register_backend  # (defined in ahe/sandbox/backend_types.py)
     register_backend(SandboxBackend(name="mine", summary="...", kinds=("local",), make=make_mine))
 
 Backends outside AHE register from a module named in the `AHE_PLUGINS` environment variable
@@ -18,67 +18,17 @@ Backends outside AHE register from a module named in the `AHE_PLUGINS` environme
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator
 
 from ahe.errors import AheError
-from ahe.sandbox.base import Sandbox
+from ahe.sandbox.backend_types import (BACKENDS, BackendOptions, MakeSandbox, SandboxBackend, SandboxRequest, TaskKind,
+                                       register_backend)
 
-TaskKind = Literal["local", "docker"]
-
-
-class SandboxRequest(BaseModel):
-    """Everything a backend needs to make the sandbox of one trial (built by ahe.tasks)."""
-
-    task_name: str
-    kind: TaskKind  # the task's environment: its own files ("local") or an image ("docker")
-    workdir: Path  # a fresh host folder that belongs to this one sandbox
-    app_dir: Path  # host folder holding /app's starting files (empty for image tasks)
-    environment_dir: Path | None = None  # build context when the task has a Dockerfile
-    docker_image: str | None = None
-    cpus: float | None = None
-    memory_mb: int | None = None
-    network: bool = False
-    env: dict[str, str] = Field(default_factory=dict)
-    build_timeout_sec: float | None = 600.0
-    # A prepared test environment (virtualenv) the local sandbox mounts read-only at /opt/ahe-env.
-    test_env: Path | None = None
-    # Folders the verifier and the oracle fill at run time (empty and trial-private before).
-    stage_dirs: tuple[str, ...] = ("/tests", "/solution")
-
-
-class BackendOptions(BaseModel):
-    """Run-wide settings of a backend (from the config or the command line)."""
-
-    isolation: Literal["auto", "bwrap", "none"] = "auto"
-    default_image: str | None = None  # docker: the image local tasks run on
-    client: Any = None  # docker: an existing client (tests)
-
-
-MakeSandbox = Callable[[SandboxRequest, BackendOptions], "Sandbox | Awaitable[Sandbox]"]
-
-
-@dataclass(frozen=True)
-class SandboxBackend:
-    name: str
-    summary: str
-    kinds: tuple[TaskKind, ...]  # which task environments it runs
-    make: MakeSandbox
-    prepare: Callable[[BackendOptions], None] | None = None  # run once per run: fail fast
-
-
-_BACKENDS: dict[str, SandboxBackend] = {}
+__all__ = ["BackendOptions", "MakeSandbox", "SandboxBackend", "SandboxName", "SandboxRequest", "TaskKind",
+           "backend_names", "get_backend", "register_backend"]
 _plugins_loaded = False
-
-
-def register_backend(backend: SandboxBackend) -> SandboxBackend:
-    """Add (or replace) a backend; returns it so a module can keep a handle."""
-    _BACKENDS[backend.name] = backend
-    return backend
 
 
 def _load_plugins() -> None:
@@ -94,15 +44,15 @@ def _load_plugins() -> None:
 
 def backend_names() -> list[str]:
     _load_plugins()
-    return sorted(_BACKENDS)
+    return sorted(BACKENDS)
 
 
 def get_backend(name: str) -> SandboxBackend:
     """The backend called `name`, or one sentence listing the ones that exist."""
     _load_plugins()
-    backend = _BACKENDS.get(name)
+    backend = BACKENDS.get(name)
     if backend is None:
-        raise AheError(f"--sandbox {name!r}: no such sandbox backend; use one of: {', '.join(sorted(_BACKENDS))}")
+        raise AheError(f"--sandbox {name!r}: no such sandbox backend; use one of: {', '.join(sorted(BACKENDS))}")
     return backend
 
 

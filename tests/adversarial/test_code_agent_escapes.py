@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import uuid
 
@@ -18,6 +17,7 @@ import pytest
 from ahe.llm.types import RoleConfig
 from ahe.rollout.scheduler import RolloutConfig, run_rollouts
 from evolve_agent.testing import call, scripted_rules
+from tests.adversarial.listener import TokenListener, connect_command
 from tests.adversarial.record import Tally
 from tests.adversarial.probes import alive_with as _alive_with
 from tests.conftest import SEED, write_files
@@ -32,10 +32,8 @@ def sh(command: str, timeout: int = 60, **kw) -> tuple:
 async def test_code_agent_attacks_are_refused_or_survived(tmp_path, mock_llm):
     tag = uuid.uuid4().hex[:8]
     secret = f"SECRET-{uuid.uuid4().hex}"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(0.2)
+    listener = TokenListener()  # counts only the attack's own connection (tests/adversarial/listener.py)
+    forks, never = f"300.{int(tag, 16)}", f"100000.{int(tag, 16)}"  # this test's sleeps, no other process's
     victim = subprocess.Popen(["sleep", "300"])  # a host process the agent tries to kill
     tasks = write_files(tmp_path / "tasks", {
         "hostile/task.toml": '[task]\nname = "hostile"\n[agent]\ntimeout_sec = 240\n',
@@ -47,12 +45,12 @@ async def test_code_agent_attacks_are_refused_or_survived(tmp_path, mock_llm):
     outside = tmp_path / f"outside-{tag}"
     steps = [
         sh("ls -la /tests /solution; cat /tests/* /solution/* 2>&1; grep -r SECRET / --include=*.sh -s | head"),
-        sh(f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {listener.getsockname()[1]}), timeout=3)\""),
+        sh(connect_command(listener)),
         sh(f"echo x > /etc/escaped-{tag}; echo x > /usr/escaped-{tag}; echo x > {outside}; mkdir -p {outside}"),
         sh(f"kill -9 {victim.pid}; kill -9 {os.getpid()}; kill -9 1; echo still-here"),
-        sh(f"for i in $(seq 200); do sleep 30{tag[:1].isdigit() and '1' or '2'}7 & done; sleep 1; ps ax | wc -l"),
+        sh(f"for i in $(seq 200); do sleep {forks} & done; sleep 1; ps ax | wc -l"),
         sh("head -c 100000000 /dev/zero | tr '\\0' a"),
-        sh("sleep 100000", timeout=2),
+        sh(f"sleep {never}", timeout=2),
         sh("echo ok > /app/out.txt"),
         ("__reply__", {}),
     ]
@@ -64,13 +62,8 @@ async def test_code_agent_attacks_are_refused_or_survived(tmp_path, mock_llm):
                         agent_role=RoleConfig(model="mock", base_url=mock.url, max_attempts=2, timeout_sec=60))
     try:
         res = await run_rollouts(cfg, out)
-        try:
-            listener.accept()
-            connected = True
-        except socket.timeout:
-            connected = False
     finally:
-        listener.close()
+        connected = listener.close()
     victim_alive = victim.poll() is None
     victim.kill()
     victim.wait()
@@ -82,16 +75,17 @@ async def test_code_agent_attacks_are_refused_or_survived(tmp_path, mock_llm):
     sandbox = "local sandbox (bwrap)"
     tally("read /tests and /solution during its phase", secret not in traj and len(observations) >= 8,
           sandbox + ": empty private /tests, /solution until the verifier")
-    tally("network (connect to a loopback port)", not connected, sandbox + ": no network namespace")
+    tally("network (connect to a loopback port)", not connected and "Error" in observations[1]
+          and listener.CONNECTED not in observations[1], sandbox + ": no network namespace",
+          note=listener.note() or observations[1].strip().splitlines()[-1][:80])
     tally("write outside /app (/etc, /usr, a host path)",
           not any(os.path.exists(p) for p in (f"/etc/escaped-{tag}", f"/usr/escaped-{tag}", outside)),
           sandbox + ": read-only system, host not mounted")
     tally("signal processes outside its sandbox", victim_alive, sandbox + ": own pid namespace")
-    marker = f"sleep 30{tag[:1].isdigit() and '1' or '2'}7"
-    tally("200 processes", not _alive_with(marker), sandbox + ": every process killed at the end of the trial")
+    tally("200 processes", not _alive_with(f"sleep {forks}"), sandbox + ": every process killed at the end of the trial")
     tally("100 MB on stdout", len(observations[5]) < 200_000 and trial.stat() is not None
           and (trial / "trajectory.json").stat().st_size < 5_000_000, "shell tool: head+tail, full output in a file")
-    tally("a command that never ends", "timed out" in observations[6] and not _alive_with("sleep 100000"),
+    tally("a command that never ends", "timed out" in observations[6] and not _alive_with(f"sleep {never}"),
           "sandbox: timeout kills the process group")
     tally.check()
     r = res.tasks["hostile"]

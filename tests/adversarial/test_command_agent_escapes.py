@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import uuid
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.adversarial.listener import TokenListener
 from tests.adversarial.record import Tally
 from tests.adversarial.probes import alive_with as _alive_with
 from tests.adversarial.probes import tree_hash as _tree_hash
@@ -45,10 +45,7 @@ def test_a_hostile_cli_agent_in_a_docker_sandbox_reaches_the_gateway_and_nothing
 def _attack(tmp_path: Path, where: str, extra: list[str], task_files: dict[str, str], socket_path: str) -> None:
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-cli-left-behind-{uuid.uuid4().hex[:8]}"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(0.2)
+    listener = TokenListener()  # counts only the attack's own connection (tests/adversarial/listener.py)
     victim = subprocess.Popen(["sleep", "300"])
     tasks = unsolved_tasks(tmp_path / "tasks", task_files)
     out = tmp_path / "out"
@@ -56,7 +53,7 @@ def _attack(tmp_path: Path, where: str, extra: list[str], task_files: dict[str, 
     harness = tmp_path / "harness"
     shutil.copytree(ATTACK, harness)
     (harness / "params.json").write_text(json.dumps({
-        "tasks_dir": str(tasks), "run_dir": str(out), "port": listener.getsockname()[1], "victim_pid": victim.pid,
+        "tasks_dir": str(tasks), "run_dir": str(out), "port": listener.port, "token": listener.token, "victim_pid": victim.pid,
         "marker": marker, "socket": socket_path}))
     policy = tmp_path / "policy.yaml"
     policy.write_text("name: says hello (MOCK)\nrules: []\ndefault: {reply: hello}\n")
@@ -65,12 +62,7 @@ def _attack(tmp_path: Path, where: str, extra: list[str], task_files: dict[str, 
     proc = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(harness), "--tasks", str(tasks),
                            "-k", "1", "--out", str(out), "--mock-policy", str(policy), "--isolation", "bwrap", "--json", *extra],
                           capture_output=True, text=True, env=env, timeout=600)
-    try:
-        listener.accept()
-        connected = True
-    except socket.timeout:
-        connected = False
-    listener.close()
+    connected = listener.close()
     victim_alive = victim.poll() is None
     victim.kill()
     victim.wait()
@@ -97,7 +89,10 @@ def _attack(tmp_path: Path, where: str, extra: list[str], task_files: dict[str, 
                   note=evs[0]["detail"][:80])
     tally("signal a host process", victim_alive, LAYER + ": own pid namespace", attempts=2)
     tally("leave a process behind", not left, LAYER + ": the sandbox's pid namespace ends with the trial", attempts=2)
-    tally("connect to a listener on the host's loopback", not connected, LAYER + ": own network namespace", attempts=2)
+    net = notes["connect to a listener on the host's loopback"]
+    tally("connect to a listener on the host's loopback", not connected and len(net) == 2
+          and not any(e["got_through"] for e in net), LAYER + ": own network namespace", attempts=2,
+          note=listener.note() or net[0]["detail"][:80])
     run_files = [p for p in out.rglob("*") if p.is_file()]
     tally("the real key in any file of the run folder (the CLI dumped every environment it sees)",
           not any(secret.encode() in p.read_bytes() for p in run_files), "model gateway: the key stays in the host's client",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import uuid
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.adversarial.listener import TokenListener
 from tests.adversarial.record import Tally
 from tests.adversarial.probes import alive_with as _alive_with
 from tests.adversarial.probes import tree_hash as _tree_hash
@@ -50,7 +50,8 @@ def test_harness_code_attacks_are_refused_under_ahe_eval(tmp_path):
 
 
 def test_harness_code_attacks_are_refused_on_ray(tmp_path, ray_cluster):
-    _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address], "Ray")
+    _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address], "Ray",
+                       listen_on=_dialled_port(ray_cluster))
 
 
 def test_harness_code_attacks_are_refused_under_ahe_transfer(tmp_path):
@@ -80,7 +81,19 @@ def test_harness_code_attacks_are_refused_on_ray_with_the_docker_sandbox(tmp_pat
     started by that node's trial runner, as on a single machine."""
     _attack_under_eval(tmp_path, ["--executor", "ray", "--ray-address", ray_cluster.address, "--sandbox", "docker"],
                        "Ray + docker sandbox", {"environment/Dockerfile": f"FROM {base_image}\nWORKDIR /app\n"},
-                       layer="confined worker (its own container) + model gateway", look=True)
+                       layer="confined worker (its own container) + model gateway", look=True,
+                       listen_on=_dialled_port(ray_cluster))
+
+
+def _dialled_port(cluster) -> int:
+    """A port the cluster's own processes keep dialling and nothing serves (the dashboard agent's gRPC
+    port, handed out by `_free_port()`): the listener sits there, so the check is exact under stray
+    connections every run, not only when the kernel happens to hand the listener that port."""
+    for node in cluster.nodes:
+        for arg in node.proc.args:
+            if arg.startswith("--dashboard-agent-grpc-port="):
+                return int(arg.split("=", 1)[1])
+    return 0
 
 
 def _command(command: str, ws: Path, tasks: Path, out: Path, policy: Path) -> list[str]:
@@ -102,22 +115,23 @@ def _honest(command: str, results: dict) -> bool:
 
 
 def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files: dict[str, str] | None = None,
-                       layer: str = LAYER, look: bool = False, command: str = "eval") -> None:
-    """`look`: the agent's own first command (the MOCK's) looks for the worker from the task's container."""
+                       layer: str = LAYER, look: bool = False, command: str = "eval", listen_on: int = 0) -> None:
+    """`look`: the agent's own first command (the MOCK's) looks for the worker from the task's container.
+    `listen_on`: the listener's port (0: any free one; also when that one is taken)."""
     LAYER = layer  # noqa: N806 - the layer the tally names
     tag = uuid.uuid4().hex[:8]
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
     marker = f"ahe-left-behind-{tag}"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(0.2)
+    try:  # counts only the attack's own connection (tests/adversarial/listener.py)
+        listener = TokenListener(listen_on)
+    except OSError:
+        listener = TokenListener()
     victim = subprocess.Popen(["sleep", "300"])
     tasks = unsolved_tasks(tmp_path / "tasks", task_files, hidden_test=f"# hidden {secret[:8]}\n")
     out = tmp_path / "out"
     out.mkdir()
     ws = _attack_workspace(tmp_path / "harness", tasks_dir=str(tasks), run_dir=str(out), ahe_pid=os.getpid(),
-                           victim_pid=victim.pid, port=listener.getsockname()[1], marker=marker, secret=secret)
+                           victim_pid=victim.pid, port=listener.port, token=listener.token, marker=marker, secret=secret)
     policy = tmp_path / "policy.yaml"
     rules = [{"name": "end", "match": {"turn_min": 2}, "reply": "Done."},
              {"name": "look", "match": {}, "tool_calls": [{"name": "run_shell_command", "arguments": {"command": LOOK}}]}]
@@ -127,12 +141,7 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
     env = {**os.environ, "OPENAI_API_KEY": secret, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([*_command(command, ws, tasks, out, policy), *extra], capture_output=True, text=True,
                           env={**env, "RAY_ADDRESS": ""}, timeout=600)
-    try:
-        listener.accept()
-        connected = True
-    except socket.timeout:
-        connected = False
-    listener.close()
+    connected = listener.close()
     victim_alive = victim.poll() is None
     victim.kill()
     victim.wait()
@@ -158,7 +167,9 @@ def _attack_under_eval(tmp_path: Path, extra: list[str], where: str, task_files:
           LAYER + ": own pid namespace", attempts=2)
     ends = "the container ends with the session" if "container" in LAYER else "the jail's pid namespace ends with the session"
     tally("leave a process behind", not left, f"{LAYER}: {ends}", attempts=2)
-    tally("open a network connection", not connected, LAYER + ": no network namespace", attempts=2)
+    net = notes["open a network connection"]
+    tally("open a network connection", not connected and len(net) == 2 and not any(e["got_through"] for e in net),
+          LAYER + ": no network namespace", attempts=2, note=listener.note() or net[0]["detail"][:80])
     tally("task folders byte-identical after the run", _tree_hash(tasks) == before, LAYER, attempts=2)
     tally("pass@1 stays honest (the agent solves nothing)", _honest(command, results), LAYER, attempts=2)
     tally("nothing written into the run folder", not (out / "evil.txt").exists(), LAYER, attempts=2)

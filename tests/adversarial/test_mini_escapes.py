@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import uuid
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.adversarial.listener import TokenListener
 from tests.adversarial.record import Tally
 from tests.conftest import REPO, write_files
 from tests.mini_support import mini_harness, needs_mini
@@ -31,10 +31,7 @@ LAYER = "confined worker (bwrap) + model gateway, mini-swe-agent backend"
 
 def test_mini_environment_class_attacks_are_refused(tmp_path: Path) -> None:
     secret = f"sk-SECRET-{uuid.uuid4().hex}"
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(0.2)
+    listener = TokenListener()  # counts only the attack's own connection (tests/adversarial/listener.py)
     tasks = write_files(tmp_path / "tasks", {
         f"unsolved/{name}": text for name, text in {
             "task.toml": '[task]\nname = "unsolved"\n[agent]\ntimeout_sec = 120\n',
@@ -47,7 +44,7 @@ def test_mini_environment_class_attacks_are_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     params = {"tasks_dir": str(tasks), "run_dir": str(out), "ahe_pid": os.getpid(), "secret": secret,
-              "port": listener.getsockname()[1]}
+              "port": listener.port, "token": listener.token}
     harness = mini_harness(tmp_path / "harness", edit={
         "environment": {"environment_class": "attack_env.AttackEnv", "attack": params},
         "agent": {"agent_class": "attack_env.AttackAgent",  # its report goes into the instance message
@@ -63,12 +60,7 @@ def test_mini_environment_class_attacks_are_refused(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "ahe.cli", "eval", "--workspace", str(harness), "--tasks", str(tasks),
                            "--out", str(out), "--mock-policy", str(policy), "--isolation", "bwrap", "--json"],
                           capture_output=True, text=True, env=env, timeout=300)
-    try:
-        listener.accept()
-        connected = True
-    except socket.timeout:
-        connected = False
-    listener.close()
+    connected = listener.close()
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout)
     traj = json.loads((out / "rollouts" / "unsolved" / "trial-1" / "trajectory.json").read_text())
@@ -91,7 +83,7 @@ def test_mini_environment_class_attacks_are_refused(tmp_path: Path) -> None:
         if name != "open a network connection":
             tally(name, not r["got_through"], LAYER, note=r["detail"][:80])
     tally("open a network connection", not connected and not report["open a network connection"]["got_through"],
-          LAYER + ": no network namespace")
+          LAYER + ": no network namespace", note=listener.note() or report["open a network connection"]["detail"][:80])
     tally("read the hidden tests from the sandbox during the session", secret[:12] not in first and "probe-done" in first,
           "sandbox: tests are uploaded only for the verifier")
     tally("nothing written into the run folder or the harness", not (out / "evil.txt").exists()

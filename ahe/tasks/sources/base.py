@@ -17,41 +17,14 @@ and returns the folder that holds them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from ahe.errors import AheError
+from ahe.tasks.sources.source_types import SOURCES, TaskSource, TaskSourceInfo, register_source
 
-
-@runtime_checkable
-class TaskSource(Protocol):
-    name: str
-
-    def describe(self) -> str:
-        """One line for listings: what this source gives and from where."""
-        ...
-
-    def produce(self, out: Path) -> Path:
-        """Write (or locate) the Harbor-format task folders; return the folder holding them."""
-        ...
-
-
-@dataclass(frozen=True)
-class TaskSourceInfo:
-    name: str
-    summary: str  # one line for `ahe tasks sources`
-    make: Callable[[str], TaskSource]  # the argument after `NAME:`
-
-
-_SOURCES: dict[str, TaskSourceInfo] = {}
+__all__ = ["TaskSource", "TaskSourceInfo", "is_source_spec", "open_source", "register_source", "resolve_tasks",
+           "source_infos"]
 _SPEC = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*):(?P<arg>.*)$")
-
-
-def register_source(info: TaskSourceInfo) -> TaskSourceInfo:
-    _SOURCES[info.name] = info
-    return info
 
 
 def _ensure_loaded() -> None:
@@ -64,7 +37,7 @@ def _ensure_loaded() -> None:
 
 def source_infos() -> list[TaskSourceInfo]:
     _ensure_loaded()
-    return [_SOURCES[n] for n in sorted(_SOURCES)]
+    return [SOURCES[n] for n in sorted(SOURCES)]
 
 
 def is_source_spec(spec: str | Path) -> bool:
@@ -74,7 +47,7 @@ def is_source_spec(spec: str | Path) -> bool:
     if m is None or Path(text).exists():
         return False
     _ensure_loaded()
-    return m.group("name") in _SOURCES
+    return m.group("name") in SOURCES
 
 
 def open_source(spec: str | Path) -> TaskSource:
@@ -83,14 +56,14 @@ def open_source(spec: str | Path) -> TaskSource:
     text = str(spec)
     m = _SPEC.match(text)
     if m is not None and not Path(text).exists():
-        info = _SOURCES.get(m.group("name"))
+        info = SOURCES.get(m.group("name"))
         if info is None:
             raise AheError(
                 f"--tasks {text}: no folder by that name and no task source called {m.group('name')!r}; "
-                f"sources: {', '.join(sorted(_SOURCES))}"
+                f"sources: {', '.join(sorted(SOURCES))}"
             )
         return info.make(m.group("arg"))
-    return _SOURCES["folder"].make(text)
+    return SOURCES["folder"].make(text)
 
 
 def resolve_tasks(spec: str | Path, cache: Path) -> Path:

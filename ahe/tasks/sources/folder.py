@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ahe.errors import ConfigError
-from ahe.tasks.sources.base import TaskSourceInfo, register_source
+from ahe.tasks.sources.source_types import TaskSourceInfo, register_source
 
 
 class FolderSource:

@@ -72,7 +72,7 @@ def _clean(reqs: list[str], own_name: str | None) -> list[str]:
     own = _norm(own_name) if own_name else None
     for r in reqs:
         r = r.split("#", 1)[0].strip()
-        if not r or r.startswith(("-", ".", "{")) or "{" in r or "://" in r:
+        if not r or r.startswith(("-", ".", "{", "/")) or "{" in r or "://" in r:
             continue
         name = _norm(re.split(r"[\s<>=!~;\[(@]", r, maxsplit=1)[0])
         if name and name != own and r not in out:
@@ -84,39 +84,41 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _pyproject(root: Path) -> tuple[list[str], str | None]:
+def _pyproject(root: Path) -> tuple[list[str], dict[str, list[str]], str | None]:
     try:
         data = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
-        return [], None
+        return [], {}, None
     project = data.get("project") or {}
     reqs = [r for r in project.get("dependencies") or [] if isinstance(r, str)]
-    for extra in _EXTRAS:
-        reqs += [r for r in (project.get("optional-dependencies") or {}).get(extra) or [] if isinstance(r, str)]
-        reqs += [r for r in (data.get("dependency-groups") or {}).get(extra) or [] if isinstance(r, str)]
-    return reqs, project.get("name")
+    extras: dict[str, list[str]] = {}
+    for table in (project.get("optional-dependencies") or {}, data.get("dependency-groups") or {}):
+        for extra, items in table.items():
+            extras.setdefault(_norm(extra), []).extend(r for r in items or [] if isinstance(r, str))
+    return reqs, extras, project.get("name")
 
 
-def _setup_cfg(root: Path) -> tuple[list[str], str | None]:
+def _setup_cfg(root: Path) -> tuple[list[str], dict[str, list[str]], str | None]:
     cfg = configparser.ConfigParser(interpolation=None)
     try:
         cfg.read(root / "setup.cfg", encoding="utf-8")
     except configparser.Error:
-        return [], None
+        return [], {}, None
     lines = lambda sec, key: cfg.get(sec, key, fallback="").splitlines()  # noqa: E731
     reqs = lines("options", "install_requires") + lines("options", "tests_require")
-    for extra in _EXTRAS:
-        reqs += lines("options.extras_require", extra)
-    return reqs, cfg.get("metadata", "name", fallback=None)
+    extras = {_norm(k): lines("options.extras_require", k) for k in
+              (cfg.options("options.extras_require") if cfg.has_section("options.extras_require") else [])}
+    return reqs, extras, cfg.get("metadata", "name", fallback=None)
 
 
-def _setup_py(root: Path) -> tuple[list[str], str | None]:
-    """install_requires / tests_require / test extras written as literals in setup(...)."""
+def _setup_py(root: Path) -> tuple[list[str], dict[str, list[str]], str | None]:
+    """install_requires / tests_require / extras written as literals in setup(...)."""
     try:
         tree = ast.parse((root / "setup.py").read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
-        return [], None
+        return [], {}, None
     reqs: list[str] = []
+    extras: dict[str, list[str]] = {}
     name = None
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -129,41 +131,52 @@ def _setup_py(root: Path) -> tuple[list[str], str | None]:
             if kw.arg in ("install_requires", "tests_require") and isinstance(value, (list, tuple)):
                 reqs += [v for v in value if isinstance(v, str)]
             elif kw.arg == "extras_require" and isinstance(value, dict):
-                for extra in _EXTRAS:
-                    reqs += [v for v in value.get(extra, []) if isinstance(v, str)]
+                for extra, items in value.items():
+                    if isinstance(extra, str) and isinstance(items, (list, tuple)):
+                        extras.setdefault(_norm(extra), []).extend(v for v in items if isinstance(v, str))
             elif kw.arg == "name" and isinstance(value, str):
                 name = value
-    return reqs, name
+    return reqs, extras, name
 
 
-def _tox_deps(root: Path) -> list[str]:
-    cfg = configparser.ConfigParser(interpolation=None, strict=False)
-    try:
-        cfg.read(root / "tox.ini", encoding="utf-8")
-    except configparser.Error:
-        return []
-    return cfg.get("testenv", "deps", fallback="").splitlines()
-
-
-def declared_requirements(root: Path, *, pytest: bool = False) -> list[str]:
+def declared_requirements(root: Path, *, pytest: bool = False, python_version: tuple[int, int] | None = None) -> list[str]:
     """The project's runtime and test dependencies as it declares them (pyproject.toml,
-    setup.cfg, setup.py, requirements files, tox.ini's [testenv] deps); pytest added when
-    its tests are pytest tests. The project itself is never in the list."""
+    setup.cfg, setup.py, requirements files) and as tox reads them for this Python (its test
+    environment's factor-conditional deps and extras, `-r` files; see toxdeps.py); pytest
+    added when its tests are pytest tests. The project itself is never in the list."""
+    from ahe.tasks.sources.toxdeps import tox_env
+
+    tox = tox_env(root, python_version or sys.version_info[:2])
     reqs: list[str] = []
     own: str | None = None
+    wanted = list(dict.fromkeys([*_EXTRAS, *(_norm(e) for e in tox.extras)]))
     for reader in (_pyproject, _setup_cfg, _setup_py):
-        found, name = reader(root)
-        reqs += found
+        found, extras, name = reader(root)
         own = own or name
+        reqs += found
+        for extra in wanted:
+            reqs += _self_extras(extras.get(extra, []), extras, own)
     for rel in _REQ_FILES:
         try:
             reqs += (root / rel).read_text(encoding="utf-8").splitlines()
         except OSError:
             pass
-    reqs += _tox_deps(root)
+    reqs += tox.deps
     out = _clean(reqs, own)
     if pytest and not any(_norm(re.split(r"[\s<>=!~;\[]", r, maxsplit=1)[0]) == "pytest" for r in out):
         out.append("pytest")
+    return out
+
+
+def _self_extras(items: list[str], extras: dict[str, list[str]], own: str | None) -> list[str]:
+    """An extra's requirements, with `own[a,b]` (an extra naming others) expanded one level."""
+    out = []
+    for r in items:
+        m = re.match(r"^\s*([\w.-]+)\s*\[([^\]]+)\]\s*$", r)
+        if own and m and _norm(m.group(1)) == _norm(own):
+            out += [x for e in m.group(2).split(",") for x in extras.get(_norm(e.strip()), [])]
+        else:
+            out.append(r)
     return out
 
 
@@ -222,12 +235,17 @@ def ensure_env(requirements: list[str], *, setup: str | None = None, source_dir:
         return env
 
 
-def _run(cmd: list[str], what: str, **kw) -> str:
+def _run(cmd: list[str], what: str, *, whole: bool = False, **kw) -> str:
+    """Run a command; its failure is an AheError with pip's last lines, or (`whole`) the
+    command's whole output, stdout and stderr interleaved as it wrote them."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_SEC, **kw)
+        proc = subprocess.run(cmd, text=True, timeout=PIP_TIMEOUT_SEC, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if whole else subprocess.PIPE, **kw)
     except subprocess.TimeoutExpired:
         raise AheError(f"{what} took longer than {PIP_TIMEOUT_SEC} s; check the package index pip uses.") from None
     if proc.returncode != 0:
+        if whole:
+            raise AheError(f"{what} failed (exit {proc.returncode}); its whole output:\n{proc.stdout.rstrip()}")
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[-600:]
         raise AheError(f"{what} failed (exit {proc.returncode}): {tail}")
     return proc.stdout
@@ -245,7 +263,8 @@ def _build(tmp: Path, python: str, requirements: list[str], setup: str | None, s
              f"installing the test requirements {', '.join(requirements)} (pip's configured index)")
     if setup:
         env = {**os.environ, "VIRTUAL_ENV": str(tmp), "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
-        _run(["bash", "-c", setup], f"the setup command {setup!r}", cwd=source_dir or tmp, env=env)
+        _run(["bash", "-c", setup], f"the setup command {setup!r} (run in {source_dir or tmp})", whole=True,
+             cwd=source_dir or tmp, env=env)
     frozen = [ln for ln in _run([*pip, "freeze"], "pip freeze").splitlines() if ln.strip()]
     return TestEnv(path=tmp, python=python, python_version=_python_version(python), requirements=requirements,
                    setup=setup, frozen=frozen)

@@ -4,7 +4,7 @@
 reproduce task folders without a model; `generate` makes the projects with a model first.
 """
 
-from ahe.tasks.sources.base import TaskSourceInfo, register_source
+from ahe.tasks.sources.source_types import TaskSourceInfo, register_source
 
 
 def _make(argument: str):

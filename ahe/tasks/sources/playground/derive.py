@@ -50,8 +50,9 @@ class ProjectDerivation(BaseModel):
 
 
 def _files(project: Project) -> dict[str, str]:
-    """The project's package and tests as {relative path: text}."""
+    """The project's package (with what its build adds) and tests as {relative path: text}."""
     out = {rel: project.read(rel) for rel in project.source_files()}
+    out.update({rel: text for rel, text in project.build_files.items() if rel not in out})
     for t in project.tasks:
         out[t.test_file] = project.read(t.test_file)
     for path in sorted((project.root / "tests").glob("*.py")):  # conftest.py, __init__.py, helpers
@@ -69,7 +70,13 @@ def _support(files: dict[str, str]) -> dict[str, str]:
 
 
 def _package(files: dict[str, str], project: Project) -> dict[str, str]:
-    return {k: v for k, v in files.items() if k.startswith(project.package + "/")}
+    return {k: v for k, v in files.items() if k.startswith(project.package_dir + "/") or k in project.build_files}
+
+
+def _grade_paths(project: Project) -> dict:
+    """grade.json's package folder (`src/pkg` in a src layout) and the build's files beside it."""
+    extra = sorted(k for k in project.build_files if not k.startswith(project.package_dir + "/"))
+    return {"package": project.package_dir, **({"also": extra} if extra else {})}
 
 
 def _tests(files: dict[str, str]) -> dict[str, str]:
@@ -164,7 +171,7 @@ async def _implement(project: Project, index: int, files: dict[str, str], ids: l
         name=f"{project.name}-implement-{task.name}", kind="implement", project=project.name,
         title=task.title, instruction=kinds.implement_instruction(project, index),
         environment=start, suite=_suite(files, project.tasks[: index + 1]),
-        grade={"package": project.package, "groups": {"this_task": own, "earlier_tasks": graded[: len(graded) - len(own)]}},
+        grade={**_grade_paths(project), "groups": {"this_task": own, "earlier_tasks": graded[: len(graded) - len(own)]}},
         solution=changed, difficulty="medium" if len(task.functions) <= 3 else "hard",
         details={"tests": len(graded), "failing_on_start": len(failing_own), "of_own": len(own)})
 
@@ -192,12 +199,12 @@ async def _library(project: Project, module: str, files: dict[str, str], ids: li
         result.rejected.append(Rejected(project=project.name, kind="library", candidate=module,
                                         reason="no test fails with the module stubbed"))
         return None
-    slug = module.removeprefix(project.package + "/").removesuffix(".py").replace("/", "-").replace("_", "-")
+    slug = module.removeprefix(project.package_dir + "/").removesuffix(".py").replace("/", "-").replace("_", "-")
     return DerivedTask(
         name=f"{project.name}-library-{slug}", kind="library", project=project.name,
         title=f"implement {module}", instruction=kinds.library_instruction(project, module, [f"{module}:{n}" for n in names]),
         environment=start, suite=_suite(files, project.tasks),
-        grade={"package": project.package, "groups": {"fraction": ids}},
+        grade={**_grade_paths(project), "groups": {"fraction": ids}},
         solution={module: files[module]}, difficulty="hard" if len(names) > 4 else "medium",
         details={"functions": len(names), "failing_on_start": len(_broken(run, ids)), "tests": len(ids)})
 
@@ -275,7 +282,7 @@ def _fix(project: Project, n: int, m: Mutant, run: RunResult, files: dict[str, s
         name=f"{project.name}-fix-{n:02d}", kind="fix", project=project.name, title=f"fix bug {n}",
         instruction=kinds.fix_instruction(project, _report(run, f2p, docs), len(f2p)),
         environment={**_package(files, project), m.file: m.source}, suite=_suite(files, project.tasks),
-        grade={"package": project.package, "groups": {"fail_to_pass": f2p, "pass_to_pass": p2p}},
+        grade={**_grade_paths(project), "groups": {"fail_to_pass": f2p, "pass_to_pass": p2p}},
         solution={m.file: files[m.file]},
         details={"operator": m.operator, "change": m.change, "where": m.where, "fail_to_pass": len(f2p),
                  "pass_to_pass": len(p2p)})
@@ -305,5 +312,5 @@ async def _reproduce(project: Project, n: int, m: Mutant, run: RunResult, files:
         instruction=kinds.reproduce_instruction(project, _report(run, failing, docs)),
         environment={"tests/__init__.py": "", **buggy, **visible},
         archives={"buggy.tar.gz": buggy, "reference.tar.gz": _package(files, project)},
-        grade={"package": project.package}, solution=restored, difficulty="easy",
+        grade=_grade_paths(project), solution=restored, difficulty="easy",
         details={"operator": m.operator, "change": m.change, "where": m.where, "removed_tests": failing})

@@ -74,9 +74,14 @@ def run_tests(root, out, runner="unittest"):
         json.dump({"tests": outcomes, "messages": messages}, f, indent=1)
 
 
+def _import_paths(root):
+    """The tree's root, and its src/ first in a src layout."""
+    return [os.path.join(root, "src"), root] if os.path.isdir(os.path.join(root, "src")) else [root]
+
+
 def _unittest(root):
     os.chdir(root)
-    sys.path.insert(0, root)
+    sys.path[:0] = _import_paths(root)
     result = _Record()
     if os.path.isdir(os.path.join(root, "tests")):
         suite = unittest.defaultTestLoader.discover(os.path.join(root, "tests"), top_level_dir=root)
@@ -85,7 +90,7 @@ def _unittest(root):
 
 
 def _pytest(root, report):
-    env = dict(os.environ, PYTHONPATH=root, PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(_import_paths(root)), PYTHONDONTWRITEBYTECODE="1")
     subprocess.run([sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "--color=no",
                     "--rootdir", root, "-o", "addopts=", "--continue-on-collection-errors", "--junitxml", report],
                    cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -117,8 +122,9 @@ def _child(root, out, runner="unittest"):
         return {}
 
 
-def _tree(name, package_from, tests_from, package):
-    """A fresh tree /tmp/grade/<name> with the package copied from a folder or a tarball."""
+def _tree(name, package_from, tests_from, package, also=()):
+    """A fresh tree /tmp/grade/<name> with the package (`pkg` or `src/pkg`) and the files its
+    build adds beside it (`also`: a dist-info) copied from a folder, or from a tarball."""
     root = os.path.join("/tmp/grade", name)
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
@@ -131,6 +137,10 @@ def _tree(name, package_from, tests_from, package):
     elif os.path.isdir(os.path.join(package_from, package)):
         shutil.copytree(os.path.join(package_from, package), os.path.join(root, package),
                         ignore=shutil.ignore_patterns("__pycache__"))
+        for rel in also:
+            if os.path.isfile(os.path.join(package_from, rel)):
+                os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+                shutil.copy2(os.path.join(package_from, rel), os.path.join(root, rel))
     if tests_from and os.path.isdir(tests_from):
         shutil.copytree(tests_from, os.path.join(root, "tests"), ignore=shutil.ignore_patterns("__pycache__"))
     os.makedirs(os.path.join(root, "tests"), exist_ok=True)
@@ -157,7 +167,8 @@ def grade(config_path):
                   "tests": float(len(fixed))}
         reward["reward"] = float(fails_on_buggy and passes_on_fixed)
         return reward
-    outcomes = _child(_tree("work", cfg.get("app", "/app"), os.path.join(here, "suite"), package), "/tmp/grade/work.json", runner)
+    outcomes = _child(_tree("work", cfg.get("app", "/app"), os.path.join(here, "suite"), package, cfg.get("also", ())),
+                      "/tmp/grade/work.json", runner)
     groups = cfg["groups"]  # {name: [test ids]}
     every = [i for ids in groups.values() for i in ids]
     passed = sum(outcomes.get(i) == "pass" for i in every)

@@ -26,7 +26,7 @@ FOOTER_ENV = ("Hidden unit tests are run on the package in /app/{package} when y
 def footer(project: Project) -> str:
     info = project.project
     plain = info.runner != "pytest" and not info.requirements and not info.setup and not _declares(project)
-    return (FOOTER if plain else FOOTER_ENV).format(package=project.package)
+    return (FOOTER if plain else FOOTER_ENV).format(package=project.package_dir)
 
 
 def _declares(project: Project) -> bool:
@@ -96,7 +96,7 @@ def fix_instruction(project: Project, report: str, n_failing: int) -> str:
     return "\n".join([
         f"# Bug report against {project.name}", "", _header(project), "",
         "A user reports that this no longer works as documented:", "", report, "",
-        f"Find the cause and fix it in the package under /app/{project.package}.{more} Keep every "
+        f"Find the cause and fix it in the package under /app/{project.package_dir}.{more} Keep every "
         "other behaviour as it is.", "", footer(project)
         + " They include the checks that fail now and the ones that pass now."])
 

@@ -4,7 +4,7 @@
 project/
   playground.toml     [project] name, description, package; [[tasks]] name, title,
                       description, functions = ["pkg/mod.py:func", "pkg/mod.py:Class.method"]
-  <package>/          the reference implementation (stdlib Python)
+  <package>/          the reference implementation (or src/<package>/, a src layout)
   tests/test_<task>.py   each task's unit tests (unittest)
 ```
 
@@ -91,6 +91,8 @@ class Project(BaseModel):
     project: ProjectInfo
     tasks: list[TaskSpec] = Field(min_length=1)
     root: Path = Path(".")
+    # files the project's build adds (a version file, its metadata; buildfiles.py), found at derive time
+    build_files: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @property
     def name(self) -> str:
@@ -99,6 +101,13 @@ class Project(BaseModel):
     @property
     def package(self) -> str:
         return self.project.package
+
+    @property
+    def package_dir(self) -> str:
+        """Where the package is, relative to the root: `<package>` or, in a src/ layout, `src/<package>`."""
+        if not (self.root / self.package / "__init__.py").is_file() and (self.root / "src" / self.package / "__init__.py").is_file():
+            return f"src/{self.package}"
+        return self.package
 
     def modules(self) -> list[str]:
         """Python files of the package that hold functions of some task, in task order."""
@@ -111,14 +120,14 @@ class Project(BaseModel):
 
     def source_files(self) -> list[str]:
         """Every .py file of the package, relative to the root."""
-        pkg = self.root / self.package
+        pkg = self.root / self.package_dir
         return sorted(str(p.relative_to(self.root)) for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
 
     def data_files(self) -> tuple[list[str], list[str]]:
         """(text, skipped) non-Python files the code and tests need: the package's data files
         and whatever tests/ holds besides its top-level .py files (fixtures, sub-folders).
         Binary files cannot travel in a task's text files and are skipped (the second list)."""
-        found = [p for p in (self.root / self.package).rglob("*") if p.suffix not in (".py", ".pyc")]
+        found = [p for p in (self.root / self.package_dir).rglob("*") if p.suffix not in (".py", ".pyc")]
         tests = self.root / "tests"
         if tests.is_dir():
             found += [p for p in tests.rglob("*") if not (p.parent == tests and p.suffix in (".py", ".pyc"))]
@@ -171,8 +180,8 @@ def _check_files(project: Project) -> list[str]:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         out.append(f"task name {sorted(dup)[0]!r} is used twice")
-    if not (project.root / project.package / "__init__.py").is_file():
-        out.append(f"package `{project.package}` has no {project.package}/__init__.py")
+    if not (project.root / project.package_dir / "__init__.py").is_file():
+        out.append(f"package `{project.package}` has no {project.package}/__init__.py (nor src/{project.package}/__init__.py)")
     for t in project.tasks:
         if not (project.root / t.test_file).is_file():
             out.append(f"task {t.name!r}: its tests {t.test_file} are missing")

@@ -96,13 +96,13 @@ class SandboxRunner:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text, encoding="utf-8")
             if rel.endswith(".py"):
-                modules.append(rel[:-3].removesuffix("/__init__").replace("/", "."))
+                modules.append(rel.removeprefix("src/")[:-3].removesuffix("/__init__").replace("/", "."))
         code = f"import importlib\nfor m in {sorted(modules)!r}:\n    importlib.import_module(m)\n"
         (root / "ahe_imports.py").write_text(code)
         try:
             async with self._sem:
                 res = await self._sandbox.exec(f"cd {name} && {self._python} -B ahe_imports.py", timeout=self.timeout,
-                                               env={"PYTHONDONTWRITEBYTECODE": "1"})
+                                               env={"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "src"})
         finally:
             shutil.rmtree(root, ignore_errors=True)
         if res.exit_code == 0 and not res.timed_out:

@@ -110,6 +110,7 @@ async def _derive_all(projects, limits: DeriveLimits, concurrency: int, log) -> 
     """One sandbox per project (its test environment mounted), projects one after the other."""
     out = []
     for p in projects:
+        add_build_files(p, log)
         runner, env = project_environment(p, log)
         async with SandboxRunner(concurrency=concurrency, test_env=env, test_runner=runner) as sandbox:
             derivation = await derive_project(p, sandbox, limits, log)
@@ -139,3 +140,22 @@ def project_environment(project, log) -> tuple[str, Path | None]:
     log(f"{project.name}: tests run by {runner} ({why})"
         + (f"; test environment {env.path} ({env.seconds:.1f} s)" if env else ""))
     return runner, env.path if env else None
+
+
+def add_build_files(project, log) -> None:
+    """What installing the project adds to its package — the version file its build writes,
+    its metadata — found by building it once (buildfiles.py) and carried by every task."""
+    from ahe.tasks.sources.buildfiles import build_files, has_build, tree_key
+
+    if not has_build(project.root):
+        return
+    built = build_files(project.root, key=tree_key(project.root), label=f"the project {project.name}", log=log)
+    if built.error:
+        log(f"{built.error}\n({project.name}: its tests run from its source tree alone)")
+        return
+    top = str(Path(project.package_dir).parent)
+    project.build_files = {rel: text for rel, text in built.texts().items()
+                           if rel.startswith(project.package_dir + "/")
+                           or (str(Path(rel).parent.parent) == top and Path(rel).parent.name.endswith(".dist-info"))}
+    log(f"{project.name}: the build adds {', '.join(sorted(project.build_files)) or 'nothing the package uses'}"
+        + (" (cached)" if built.reused else f" ({built.seconds:.1f} s)"))

@@ -69,6 +69,7 @@ def make_swe_ci(
     test_command: Optional[str] = typer.Option(None, "--test-command", help="Shell command that writes JUnit XML to $AHE_JUNIT_XML (default: pytest when the project uses it, else unittest)."),
     setup: Optional[str] = typer.Option(None, "--setup", help="Shell command that completes the test environment (run once per repository, with its pip)."),
     test_env: str = typer.Option("auto", "--test-env", help="auto: make the repository's test environment from its declared dependencies; none: the sandbox's python3 only."),
+    install_project: bool = typer.Option(True, "--install-project/--no-install-project", help="Add what installing the project adds to each commit's tree, as tox does: the files its build writes (a version file) and its metadata (built once per commit with pip wheel, build dependencies from pip's index)."),
     base_image: Optional[str] = typer.Option(None, "--base-image", help="--sandbox docker: the image the generated Dockerfile starts FROM (default python:3.11-slim)."),
     min_gap: int = typer.Option(5, "--min-gap", min=1, help="Keep a task only when n(c*) - n(c0) reaches this (the paper: 5)."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Make it a CI-loop task with this many rounds ([ci] rounds)."),
@@ -105,6 +106,7 @@ def make_swe_ci(
             result = make_task(Path(row["repo_path"]), row["base"], row["target"], out, name=row["name"] or None,
                                test_dirs=tests_dir or None, test_command=test_command, min_gap=min_gap, ci=ci,
                                sandbox=sandbox, force=force, setup=setup, test_env=test_env, base_image=base_image,
+                               install_project=install_project,
                                log=lambda s: err.print(f"  {s}", markup=False))
         except AheError as exc:
             if csv_file is None:

@@ -22,6 +22,7 @@ from ahe.tasks.sources.swe_ci.counting import count_task, no_tests_reason
 from ahe.tasks.sources.swe_ci.docker_env import DEFAULT_BASE_IMAGE, write_env_context
 from ahe.tasks.sources.swe_ci.layout import CISettings, TaskSpec, write_expected, write_task
 from ahe.tasks.sources.swe_ci.runner import detect_pytest
+from ahe.tasks.sources.buildfiles import add_to_tree, build_files, git_checkout, has_build
 from ahe.tasks.sources.testenv import TestEnv, declared_requirements, ensure_env
 from ahe.tempdirs import temp_dir
 
@@ -73,13 +74,15 @@ def make_task(
     test_dirs: list[str] | None = None, test_command: str | None = None, min_gap: int = DEFAULT_MIN_GAP,
     ci: CISettings | None = None, sandbox: str = "local", isolation: str = "auto", force: bool = False,
     repo_label: str | None = None, setup: str | None = None, test_env: str = "auto", base_image: str | None = None,
-    log=lambda s: None,
+    install_project: bool = True, log=lambda s: None,
 ) -> MakeResult:
     """Make one task folder under `out_dir`; a task below `min_gap` is reported, not written.
 
     `repo_label` is what task.toml records as the repository (default: its absolute path).
     `test_env`: "auto" makes the repository's test environment when it declares dependencies,
     uses pytest or `setup` is given; "none" runs the tests with the sandbox's own python3.
+    `install_project`: add what installing the project would add to each tree (its build's
+    version file, its metadata; see buildfiles.py), as tox does before it runs the tests.
     """
     with temp_dir("swe-ci-make") as tmp:
         tmp_path = Path(tmp)
@@ -91,7 +94,17 @@ def make_task(
         final = out_dir / spec.name
         if final.exists() and not force:
             raise AheError(f"{final}: already exists; remove it or pass --force to replace it.")
-        env = None if test_env == "none" else environment_for(tmp_path / "target", spec.test_dirs, setup, log)
+        added, build_error = ([], None)
+        if install_project:
+            added, build_error = _add_build_files(repo_path, tmp_path, {"base": base_sha, "target": target_sha}, log)
+            if added:
+                spec.extra_metadata["build_added"] = added
+        source = None
+        if setup and test_env != "none":  # the setup command runs in a git checkout (VCS versions work there)
+            source = tmp_path / "setup-checkout"
+            git_checkout(repo_path, target_sha)(source)
+        env = None if test_env == "none" else environment_for(tmp_path / "target", spec.test_dirs, setup, log,
+                                                              source_dir=source)
         if sandbox == "docker":  # a docker task: its Dockerfile is generated (with the environment, if any)
             spec.docker_base_image = base_image or DEFAULT_BASE_IMAGE
         if env is not None:
@@ -107,16 +120,44 @@ def make_task(
                             n_target=expected["n_target"], gap=expected["gap"], runner=expected.get("runner_note", ""),
                             skipped=expected.get("skipped_target", 0),
                             test_env=str(env.path) if env else None, env_seconds=env.seconds if env else 0.0)
-        return keep_if_gap(result, staged, expected, final, min_gap, spec.test_dirs)
+        result = keep_if_gap(result, staged, expected, final, min_gap, spec.test_dirs)
+        if build_error and not result.kept:
+            result.reason += f" (building the project failed, see above: {build_error.splitlines()[0]})"
+        return result
 
 
-def environment_for(tree: Path, test_dirs: list[str], setup: str | None, log=lambda s: None) -> TestEnv | None:
-    """The test environment a tree's tests need (None when the sandbox's python3 is enough)."""
+def _add_build_files(repo_path: Path, tmp: Path, shas: dict[str, str], log) -> tuple[list[str], str | None]:
+    """Write into each exported tree what its build and install add (the target's paths, a
+    build's error). The build runs in a git checkout of the commit, once per commit (cached)."""
+    added: list[str] = []
+    error = None
+    for side, sha in shas.items():
+        tree = tmp / side
+        if not has_build(tree):
+            continue
+        built = build_files(tree, key=f"commit:{sha}", prepare=git_checkout(repo_path, sha),
+                            label=f"the {side} commit {sha[:12]}", log=log)
+        if built.error:
+            log(f"{built.error}\n(the {side} tests run from its source tree alone)")
+            error = error or built.error
+            continue
+        written = add_to_tree(tree, built)
+        log(f"the build of the {side} commit adds {', '.join(written) or 'nothing'}"
+            + (" (cached)" if built.reused else f" ({built.seconds:.1f} s)"))
+        if side == "target":
+            added = written
+    return added, error
+
+
+def environment_for(tree: Path, test_dirs: list[str], setup: str | None, log=lambda s: None,
+                    source_dir: Path | None = None) -> TestEnv | None:
+    """The test environment a tree's tests need (None when the sandbox's python3 is enough).
+    The setup command runs in `source_dir` (default: a copy of the tree)."""
     uses_pytest = detect_pytest(tree, test_dirs) is not None
     reqs = declared_requirements(tree, pytest=uses_pytest)
     if not reqs and not setup:
         return None
-    return ensure_env(reqs, setup=setup, source_dir=tree, log=log)
+    return ensure_env(reqs, setup=setup, source_dir=source_dir or tree, log=log)
 
 
 def _record_env(spec: TaskSpec, env: TestEnv, sandbox: str) -> None:
