@@ -89,6 +89,16 @@ class ExploreSettings(_Strict):
     max_source_mb: float = Field(default=20, gt=0)
 
 
+class HoldoutSettings(_Strict):
+    """A sealed held-out split (docs/config.md#holdout): every decision of `ahe evolve` sees only the
+    search split; the returned `best` and the seed are scored once on the held-out tasks at the end."""
+
+    share: float = Field(default=0.2, ge=0, lt=1)  # share of the tasks held out (ignored when `tasks` names them)
+    seed: str = "ahe-holdout"  # the split is a hash of seed and task name: stable, not the folder order
+    tasks: list[str] = Field(default_factory=list)  # explicit held-out task names (instead of a share)
+    k: int | None = Field(default=None, ge=1)  # trials per held-out task and harness; default: the run's k
+
+
 class ExperimentConfig(RolloutSettings, _Strict):
     """The experiment; its rollout fields (sandbox, isolation, k, concurrency, retry_infra,
     pass_threshold, agent/verifier timeouts, keep_app, include) are `RolloutSettings`."""
@@ -118,6 +128,7 @@ class ExperimentConfig(RolloutSettings, _Strict):
     # the search strategy of ahe.evolution.registry (docs/search.md): line (the paper's, default), best-of-n
     # (`variants` children per round; `variants: N` alone selects it), or a plugin's; checked when the loop starts
     search: str = Field(default="line", min_length=1)
+    holdout: HoldoutSettings | None = None  # None: no held-out split (configs written before it keep their meaning)
 
     @model_validator(mode="after")
     def _search_and_variants(self) -> "ExperimentConfig":

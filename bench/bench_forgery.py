@@ -75,10 +75,17 @@ def judge(out: Path) -> tuple[int, int, list[str]]:
     return zero, total, odd
 
 
+def cli_policy(root: Path) -> Path:
+    """The agent's scripted model: it only says hello, so any reward above 0 is forged."""
+    path = root / "cli-policy.yaml"
+    path.write_text(yaml.safe_dump({"name": "says hello (MOCK)", "rules": [], "default": {"reply": "hello"}}))
+    return path
+
+
 def run_eval(root: Path, h: Path, t: Path, k: int, sandbox: str) -> Path:
     out = root / "eval-out"
     subprocess.run([*AHE, "eval", "--workspace", str(h), "--tasks", str(t), "-k", str(k), "--out", str(out),
-                    "--mock-policy", str(CLI_POLICY), "--json", "--sandbox", sandbox],
+                    "--mock-policy", str(cli_policy(root)), "--json", "--sandbox", sandbox],
                    capture_output=True, text=True, timeout=1800)
     return out
 
@@ -89,15 +96,12 @@ def run_evolve(root: Path, h: Path, t: Path, k: int, sandbox: str) -> Path:
     config = write_demo(root / "demo", iterations=2)
     cfg = yaml.safe_load(config.read_text())
     cfg.update(tasks=str(t), include=[TASK.name], seed_workspace=str(h), k=k, sandbox=sandbox, concurrency=2)
-    cfg["mock_policies"]["agent"] = str(CLI_POLICY)
+    cfg["mock_policies"]["agent"] = str(cli_policy(root))
     config.write_text(yaml.safe_dump(cfg))
     run = root / "run"
     subprocess.run([*AHE, "evolve", str(config), "--run-dir", str(run), "--quiet"],
                    capture_output=True, text=True, timeout=3600)
     return run
-
-
-CLI_POLICY = Path(tempfile.gettempdir()) / "ahe-bench-forgery-policy.yaml"
 
 
 def main() -> None:
@@ -106,7 +110,6 @@ def main() -> None:
     ap.add_argument("--sandbox", nargs="+", default=["local", "docker"])
     ap.add_argument("--no-evolve", action="store_true")
     args = ap.parse_args()
-    CLI_POLICY.write_text(yaml.safe_dump({"name": "says hello (MOCK)", "rules": [], "default": {"reply": "hello"}}))
     rows = []
     for sandbox in args.sandbox:
         image = None

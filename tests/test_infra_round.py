@@ -35,6 +35,7 @@ def test_a_round_of_only_infra_errors_stops_and_resumes(tmp_path):
     said = out.stdout + out.stderr
     assert out.returncode != 0 and "Traceback" not in said, said[-2000:]
     assert "iteration 1: all 4 trials ended in an infrastructure error" in said and "--resume" in said, said[-2000:]
+    assert "(first: " in said and "127.0.0.1:9" in said and "no message" not in said, said[-2000:]  # the first trial's error
     it1 = run / "iterations" / "001"
     assert not (it1 / "rollouts").exists() and len(list(it1.glob("rollouts.infra-*/*/*/result.json"))) == 4
     scores = json.loads((run / "scores.json").read_text()) if (run / "scores.json").exists() else {}

@@ -112,8 +112,10 @@ def _measured(run: RunFolder, start: UnitCosts | None) -> UnitCosts | None:
 
 
 def count_trials_spent(run: RunFolder) -> int:
-    """Every finished trial of the run: rollouts, re-evaluations and variants."""
-    return sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0
+    """Every finished trial of the run: rollouts, re-evaluations, variants and the held-out scoring."""
+    held = run.root / "holdout"
+    return (sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0) + \
+        (sum(1 for _ in held.glob("*/rollouts/*/trial-*/result.json")) if held.is_dir() else 0)
 
 
 def remaining(cfg: ExperimentConfig, tasks: int, done: dict[str, list[str]], observed: float | None):

@@ -92,6 +92,7 @@ class TrialCount(BaseModel):
     rollout: int  # tasks × k × rounds
     variants: int  # variant evaluations
     reeval: Interval  # re-evaluation trials
+    holdout: int = 0  # the held-out scoring of seed and best (holdout:)
     total: Interval
 
 
@@ -162,17 +163,25 @@ def reeval_range(cfg: ExperimentConfig, tasks: int, observed: float | None) -> I
 
 
 def count_trials(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None = None) -> TrialCount:
+    """`tasks`: every task of the run; with `holdout:` the rounds run the search split only and the
+    held-out scoring adds its trials (ahe.evolution.holdout)."""
+    from ahe.evolution.holdout import held_out_trials, search_tasks
+
+    held, tasks = held_out_trials(cfg, tasks), search_tasks(cfg, tasks)
     rounds = cfg.iterations + (1 if cfg.evaluate_final else 0)
     per = tasks * cfg.k
     variants = cfg.iterations * cfg.variants * per if cfg.variants > 1 else 0
     reeval = reeval_range(cfg, tasks, observed_reeval).scale(rounds - 1)
-    base = float(rounds * per + variants)
+    base = float(rounds * per + variants + held)
     return TrialCount(rounds=rounds, tasks=tasks, k=cfg.k, rollout=rounds * per, variants=variants, reeval=reeval,
-                      total=Interval(low=base + reeval.low, mid=base + reeval.mid, high=base + reeval.high))
+                      holdout=held, total=Interval(low=base + reeval.low, mid=base + reeval.mid, high=base + reeval.high))
 
 
 def phase_plan(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None) -> list[tuple[int, str, dict[str, Interval]]]:
-    """The loop's phases in order, with the units of each role each phase spends."""
+    """The loop's phases in order, with the units of each role each phase spends (`tasks`: all of them)."""
+    from ahe.evolution.holdout import held_out_trials, search_tasks
+
+    held, tasks = float(held_out_trials(cfg, tasks)), search_tasks(cfg, tasks)
     per = float(tasks * cfg.k)
     one = Interval(low=1, mid=1, high=1)
     out: list[tuple[int, str, dict[str, Interval]]] = []
@@ -191,4 +200,6 @@ def phase_plan(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None)
         if cfg.variants > 1:
             evolve["agent"] = one.scale(cfg.variants * per)
         out.append((it, "evolve", evolve))
+    if held:  # after the loop: seed and best on the sealed held-out split (marked done as iteration 0's "holdout")
+        out.append((0, "holdout", {"agent": Interval(low=held, mid=held, high=held)}))
     return out

@@ -72,7 +72,7 @@ class EvolutionLoop:
         self.roles: dict[str, RoleConfig] = {}
         self._t0 = time.monotonic()
         self.forecast_from = forecast_from  # `ahe evolve --from RUN`: the start's forecast measured there
-        self._tasks = 0  # how many tasks the run evaluates (for the bill)
+        self._tasks, self._split = 0, None  # how many tasks the run has (for the bill); its held-out split (holdout:)
 
     # ------------------------------------------------------------------ setup
     def prepare(self, *, resume: bool) -> HarnessRepo:
@@ -83,6 +83,9 @@ class EvolutionLoop:
             return HarnessRepo(self.run.workspace)
         if root.exists() and any(root.iterdir()):
             raise AheError(f"{root}: already exists; use `ahe evolve --resume {root}` to continue it, or choose a new folder")
+        from ahe.evolution.holdout import check_before_start
+
+        check_before_start(self.cfg)  # a held-out split too small for the tasks: one sentence, no run folder
         root.mkdir(parents=True, exist_ok=True)
         seed = self.cfg.seed_workspace or SEED_DEFAULT
         from ahe.agents import HARNESS_FILE, backend_name
@@ -110,8 +113,12 @@ class EvolutionLoop:
         tasks_dir = resolve_tasks(self.cfg.tasks, self.run.tasks_source)
         # verifiers are sealed before any harness code runs; a resumed run whose tasks changed refuses here
         seal_tasks(load_tasks(tasks_dir, include=self.cfg.include or None).tasks, self.run.sealed)
+        from ahe.evolution.holdout import search_folder
+
+        self._tasks_root = tasks_dir  # with `holdout:` every phase sees the search split only (ahe.evolution.holdout)
+        self._split, search_dir = search_folder(self.cfg, tasks_dir, self.run)
         return PhaseContext(
-            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=tasks_dir,
+            cfg=self.cfg, run=self.run, repo=repo, tasks_dir=search_dir,
             roles=self.roles, console=self.console, should_stop=lambda: self.stop_requested,
             executor=self.executor, evolve=self.evolve,
         )
@@ -160,7 +167,7 @@ class EvolutionLoop:
                         continue
                     ahead = None if final or phase != "debug" else budget_ahead(self.cfg, scores, it, self._elapsed())
                     if ahead:
-                        return self._finish(state, ahead)
+                        return await self._finish(ctx, state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (
                             it != 1 or not self.cfg.explore.sources or state.is_done(it, "evolve")):
                         state.mark(it, phase)
@@ -174,13 +181,16 @@ class EvolutionLoop:
                     self._bill(scores, state, it, phase)
                     reason = self._budget_exceeded(scores, it, phase)
                     if reason:
-                        return self._finish(state, reason)
-            return self._finish(state, "finished all iterations")
+                        return await self._finish(ctx, state, reason)
+            return await self._finish(ctx, state, "finished all iterations")
         finally:
             state.elapsed_sec = self._elapsed()
             self.run.save_state(state)
 
-    def _finish(self, state: LoopState, reason: str) -> LoopState:
+    async def _finish(self, ctx: PhaseContext, state: LoopState, reason: str) -> LoopState:
+        from ahe.evolution.holdout_phase import finish_holdout
+
+        await finish_holdout(ctx, self._split, state)  # best and the seed on the sealed held-out split, once
         state.stopped, state.finished = reason, True
         self.run.save_state(state)
         scores = self.run.load_scores()
@@ -193,7 +203,7 @@ class EvolutionLoop:
     def _start_bill(self, ctx: PhaseContext) -> None:
         from ahe.evolution.forecast import count_tasks
 
-        cfg = self.cfg.model_copy(update={"tasks": ctx.tasks_dir})
+        cfg = self.cfg.model_copy(update={"tasks": getattr(self, "_tasks_root", ctx.tasks_dir)})
         self._tasks = count_tasks(cfg)[0]
         if load_bill(self.run) is None and not any(self.run.load_state().done.values()):
             bill = start_bill(self.run, cfg, self.forecast_from)

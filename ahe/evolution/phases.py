@@ -10,7 +10,6 @@ needs for its bookkeeping (scores, history, events, budgets), usage included. Th
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from typing import Any
 
@@ -76,7 +75,7 @@ def refuse_an_all_infra_round(ctx: PhaseContext, it: int, results: RunResults) -
     if not results.n_trials or results.infra_errors < results.n_trials:
         return
     d = ctx.run.iteration(it)
-    first = next((json.loads(p.read_text()).get("error") for p in sorted(d.root.glob("rollouts/*/*/result.json"))), None)
+    first = next((t.error for t in d.trial_results() if t.error), None)
     aside = d.root / f"rollouts.infra-{time.strftime('%Y%m%dT%H%M%S')}"
     (d.root / "rollouts").rename(aside)
     d.results_json.unlink(missing_ok=True)

@@ -105,7 +105,8 @@ def render(fc: Forecast, console: Console) -> None:
     t = fc.trials
     console.print(f"trials: {_iv(t.total)}  = {t.rollout} rollout ({t.tasks} tasks × k={t.k} × {t.rounds})"
                   + (f" + {t.variants} variant evaluations" if t.variants else "")
-                  + (f" + re-evaluation {_iv(t.reeval)}" if t.reeval.high else ""))
+                  + (f" + re-evaluation {_iv(t.reeval)}" if t.reeval.high else "")
+                  + (f" + {t.holdout} held-out (seed and best on the sealed split)" if t.holdout else ""))
     table = Table("role", "model", "units", "input", "cached", "output", "total tokens (interval)", "dollars (interval)", "price")
     for r in fc.roles:
         table.add_row(r.role, escape(r.model or "(unset)"), _n(r.units.mid), _n(r.input_tokens.mid), _n(r.cached_tokens.mid),

@@ -230,7 +230,16 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "best_decisions": best_decisions(run),
         "benchmark": benchmark_of(scores),
         "bill": bill_summary(run),
+        "holdout": _holdout(run),
     }
+
+
+def _holdout(run: RunFolder) -> dict | None:
+    """The sealed held-out check of best (holdout:, docs/audit.md): both gains side by side."""
+    from ahe.evolution.holdout_phase import load_result, words
+
+    r = load_result(run)
+    return None if r is None else {**r.model_dump(mode="json"), "search_gain_points": r.search_gain_points, "words": words(r)}
 
 
 def benchmark_of(scores: Scores) -> dict:
@@ -277,6 +286,8 @@ def render_audit(audit: dict, console: Any) -> None:
         console.print(f"[red]iterations were evaluated on different benchmarks ({seen}): their pass@1 are not comparable[/]")
     elif bench.get("recorded"):
         console.print(f"benchmark {next(h for h in bench['hashes'].values() if h)[:12]} (sealed verifiers, every iteration)")
+    if audit.get("holdout"):
+        console.print(f"[bold]held-out check[/] of best: {escape(audit['holdout']['words'])}")
     for it in audit["iterations"]:
         head = f"Iteration {it['iteration']}"
         if it["pass_at_1"] is not None:

@@ -63,7 +63,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 {% if splits %}
 <section id="sec-splits">
 <h2>Splits: evolved on one, checked on the other</h2>
-<p class="meta">A SWE-Playground task set held out by project (<code>{{ splits.derive }}</code>). pass@1 of the seed
+<p class="meta">{% if splits.note %}{{ splits.note }} {% else %}A SWE-Playground task set held out by project{% endif %} (<code>{{ splits.derive }}</code>). pass@1 of the seed
 harness and of the evolved one (the best), on the split the run evolved on and on the held-out one.</p>
 <table id="splits-table"><tr><th>split</th><th></th><th>projects</th><th>tasks</th><th>seed pass@1</th><th>evolved pass@1</th><th>Δ points</th><th>evidence</th></tr>
 {% for r in splits.rows %}<tr data-split="{{ r.split }}"><td><strong>{{ r.split }}</strong></td><td>{{ r.role }}</td><td>{{ r.projects|join(", ") }}</td>

@@ -65,8 +65,30 @@ def _unmeasured(scores: Scores) -> str:
             "(ahe audit shows the verdict; ahe transfer measures it)")
 
 
+def held_out_section(run: RunFolder) -> dict[str, Any] | None:
+    """The rows of a run's own sealed held-out split (`holdout:`, RUN/holdout/result.json), or None."""
+    from ahe.evolution.holdout_phase import load_result
+
+    r = load_result(run)
+    if r is None:
+        return None
+    lo, hi = r.ci95_points
+    search = {"split": "search", "role": "searched on (every decision)", "projects": [], "tasks": r.search_tasks,
+              "seed": r.search_seed, "evolved": r.search_best, "delta": r.search_gain_points, "ci": None, "pending": False,
+              "evidence": "the loop's own rounds: the number its decisions were made on (optimistic)"}
+    held = {"split": "held-out", "role": "sealed (the number to trust)", "projects": [], "tasks": len(r.held_out),
+            "seed": r.seed.pass_at_1, "evolved": r.best.pass_at_1, "delta": r.gain_points,
+            "ci": None if lo is None else (lo, hi), "pending": False,
+            "evidence": f"scored once after the loop, k={r.k}: {', '.join(r.held_out)}; 95% paired interval over tasks"}
+    return {"rows": [search, held], "derive": str(run.root / "holdout" / "result.json"),
+            "note": f"The run's own held-out split ({r.source}): no decision of the loop saw those tasks."}
+
+
 def collect_splits(run: RunFolder, scores: Scores) -> dict[str, Any] | None:
     """Both rows of the section, or None when the run's tasks are not one side of a split."""
+    own = held_out_section(run)
+    if own is not None:
+        return own
     tasks_dir = _tasks_dir(run)
     if tasks_dir is None or tasks_dir.name not in SPLITS:
         return None

@@ -95,7 +95,7 @@ def _masks(folder: str) -> tuple[str, ...]:
     """bwrap arguments hiding, below `folder`, each entry some host user may not read: an empty
     read-only tmpfs over a folder, /dev/null over anything else (not links: they resolve inside)."""
     args: list[str] = []
-    for top, dirs, files in os.walk(folder, onerror=None):
+    for top, dirs, files in os.walk(folder):
         public_dirs = []
         for name in sorted(dirs) + sorted(files):
             path = os.path.join(top, name)
