@@ -168,6 +168,8 @@ def evolve(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display; print only the run folder."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the forecast (`ahe plan`) and do not run."),
     from_run: Optional[Path] = typer.Option(None, "--from", help="A previous run of the same tasks and harness: the start's forecast (bill.json) is measured there."),
+    pilot: int = typer.Option(0, "--pilot", min=0, help="With --plan: run N trials now and forecast from them."),
+    prices: Optional[Path] = typer.Option(None, "--prices", help="YAML: model -> {input, output, cached_input} USD per Mtok; prices the forecast and the run's bill (a role's own prices win)."),
 ) -> None:
     """Evolve a harness: rollout, attribution, rollback, debug, evolve — per iteration, resumable."""
     from ahe.evolution.commands import evolve_command
@@ -178,8 +180,10 @@ def evolve(
         from ahe.evolution.plan_command import plan_cli
 
         plan_cli(config, overrides={"iterations": iterations, "tasks": tasks, "k": k, "concurrency": concurrency},
-                 source_run=from_run)
+                 source_run=from_run, pilot=pilot, prices_file=prices)
         return
+    if pilot:
+        raise AheError("--pilot N goes with --plan (it runs N trials to forecast from); add --plan, or use `ahe plan --pilot N`")
     evolve_command(
         config,
         resume=resume,
@@ -188,6 +192,7 @@ def evolve(
                    "executor": check_executor(executor, ray_address), "ray_address": ray_address},
         quiet=quiet,
         forecast_from=from_run,
+        prices_file=prices,
     )
 
 
@@ -249,6 +254,7 @@ def simulate(
     policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated verdict policies to compare (any registered name, plugins included)."),
     table_only: bool = typer.Option(False, "--table-only", help="With --suite: rebuild OUT/suite.md|json from OUT/runs.jsonl (an interrupted suite: the seeds every world finished)."),
     fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: the policy rows, no progress."),
+    search: Optional[str] = typer.Option(None, "--search", help="Compare search strategies (line, tree-ei, tree-ts) at equal rollout budgets on tree, standard or all worlds (docs/search.md)."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
     from ahe.simulate.command import simulate_command, suite_command, suite_table_from_runs
@@ -258,6 +264,11 @@ def simulate(
         raise AheError(f"--keep-runs {keep_runs}: choose first, all or none")
     output = TableOutput(resolve_format(fmt))  # takes the console's place: progress lines and the table
     names = [p.strip() for p in policies.split(",") if p.strip()] if policies else None
+    if search is not None:
+        from ahe.simulate.search.compare import search_command
+
+        search_command(search, out, seeds or 20, seed_range, jobs or 2, False, output)
+        return
     if suite is not None:
         if scenario is not None or iterations is not None:
             raise AheError("--suite runs the suite's own scenario files: drop --scenario and --iterations")

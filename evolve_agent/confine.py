@@ -10,6 +10,10 @@ relative to `/workspace`. The host paths of those two folders are accepted as we
   through a symlink: every component is opened with `O_NOFOLLOW` relative to the directory
   before it (`openat`), so a link swapped in by the agent's shell between a check and the
   write cannot redirect it.
+- Hidden: the run folder's sealed copy of the tasks (their tests and solutions), the held-out
+  split and the experiment file that may name it (`HIDDEN_FROM_EVOLVE`). The evolve agent
+  learns from the evidence under /experiment/iterations, never from the answers; the shell
+  jail masks the same entries (evolve_agent.phase).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from typing import Literal
 WORKSPACE_MOUNT = "/workspace"
 EXPERIMENT_MOUNT = "/experiment"
 GIT_NAMES = (".git", ".gitignore", ".gitattributes", ".gitmodules")  # refused at any depth
+# entries of the run folder the evolve agent may not read: the sealed tasks hold every verifier
+# and reference solution, holdout/ the split no decision may see, experiment.yaml may name it
+HIDDEN_FROM_EVOLVE = ("sealed", "holdout", "experiment.yaml")
 
 Root = Literal["workspace", "experiment"]
 
@@ -53,6 +60,8 @@ class Confinement:
     def __init__(self, workspace: Path, experiment: Path | None) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         self.experiment = Path(os.path.realpath(experiment)) if experiment else None
+        # the hidden entries' host paths, once: `hidden` is asked of every entry a list or grep walks
+        self._hidden = tuple(str(self.experiment / name) for name in HIDDEN_FROM_EVOLVE) if self.experiment else ()
 
     # ------------------------------------------------------------------ naming
     def locate(self, path: str) -> Resolved:
@@ -80,9 +89,16 @@ class Confinement:
             if depth < 0:
                 raise PathRefused(f"path {original!r} climbs out of {self._mount(root)} with '..'; refused")
         rel = rel.lstrip("/")
+        if root == "experiment" and rel.split("/", 1)[0] in HIDDEN_FROM_EVOLVE:
+            raise PathRefused(f"{EXPERIMENT_MOUNT}/{rel.split('/', 1)[0]} is hidden from the evolve agent (the tasks' "
+                              f"tests and solutions, the held-out split); learn from {EXPERIMENT_MOUNT}/iterations")
         base = self.workspace if root == "workspace" else self.experiment
         assert base is not None
         return Resolved(root, rel, base / rel if rel else base)
+
+    def hidden(self, host_path: str) -> bool:
+        """Whether a host path found by walking a folder is one of the hidden run-folder entries."""
+        return any(host_path == h or host_path.startswith(h + os.sep) for h in self._hidden)
 
     @staticmethod
     def _mount(root: Root) -> str:
@@ -99,6 +115,8 @@ class Confinement:
         """A path that may be read: it and every symlink on the way stay inside the roots."""
         r = self.locate(path)
         real = os.path.realpath(r.host)
+        if self.hidden(real):
+            raise PathRefused(f"{r.shown} resolves to {real}, hidden from the evolve agent; refused")
         if not self._contains(real):
             raise PathRefused(
                 f"{r.shown} resolves to {real}, outside /workspace and /experiment (a symlink points out); refused"

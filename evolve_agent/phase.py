@@ -20,7 +20,7 @@ from ahe.llm.types import RoleConfig, Usage
 from ahe.run_folder import RunFolder
 from ahe.tasks.loader import task_folders
 from ahe.tempdirs import make_temp_dir
-from evolve_agent.confine import EXPERIMENT_MOUNT, WORKSPACE_MOUNT, Confinement
+from evolve_agent.confine import EXPERIMENT_MOUNT, HIDDEN_FROM_EVOLVE, WORKSPACE_MOUNT, Confinement
 from evolve_agent.context import STATE_KEY, EvolveContext, EvolveLimits, discard_all
 from evolve_agent.gate import run_gate
 from evolve_agent.leakage import task_text
@@ -165,25 +165,43 @@ class _PhaseRunner:
             ctx.session_label, ctx.repair_id, ctx.repair_result = "main", None, None
 
 
+def _hiding_mounts(experiment_dir: Path, masks: Path) -> list[Any]:
+    """An empty read-only folder or file over each hidden run-folder entry (confine.HIDDEN_FROM_EVOLVE),
+    so the shell cannot read what the file tools refuse."""
+    from ahe.sandbox.base import Mount
+
+    (masks / "folder").mkdir(parents=True, exist_ok=True)
+    (masks / "file").write_bytes(b"")
+    out = []
+    for name in HIDDEN_FROM_EVOLVE:
+        entry = experiment_dir / name
+        if entry.is_dir() or entry.is_file():
+            out.append(Mount(source=masks / ("folder" if entry.is_dir() else "file"), target=f"{EXPERIMENT_MOUNT}/{name}"))
+    return out
+
+
 async def _start_jail(workspace: Path, experiment_dir: Path | None, limits: EvolveLimits) -> tuple[Any, str | None, Path | None]:
     """The shell's bwrap jail: /workspace rw (its .git ro), /experiment ro, no network."""
     from ahe.sandbox.base import Mount
     from ahe.sandbox.local import LocalSandbox
 
-    app = make_temp_dir("evolve-jail")
+    folder = make_temp_dir("evolve-jail")  # removed whole when the phase ends
+    app = folder / "app"
+    app.mkdir()
     mounts = [Mount(source=workspace, target=WORKSPACE_MOUNT, writable=True)]
     if (workspace / ".git").is_dir():
         mounts.append(Mount(source=workspace / ".git", target=f"{WORKSPACE_MOUNT}/.git", writable=False))
     if experiment_dir is not None and experiment_dir.is_dir():
         mounts.append(Mount(source=experiment_dir, target=EXPERIMENT_MOUNT, writable=False))
+        mounts += _hiding_mounts(experiment_dir, folder / "hidden")
     sandbox = LocalSandbox(app, mounts=mounts, network=False, workdir=WORKSPACE_MOUNT,
                            isolation="bwrap" if limits.require_isolated_shell else "auto")
     try:
         await sandbox.start()
     except Exception as exc:
-        shutil.rmtree(app, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         return None, f"the jail could not start: {exc}", None
-    return sandbox, None, app
+    return sandbox, None, folder
 
 
 def _reject_unverified(repo: HarnessRepo, manifest: Manifest, why: str) -> None:
@@ -330,7 +348,7 @@ def _clear_artifacts(out_dir: Path) -> None:
         shutil.rmtree(out_dir / name, ignore_errors=True)
 
 
-async def _stop_jail(jail: Any, app: Path | None) -> None:
+async def _stop_jail(jail: Any, app: Path | None) -> None:  # app: the jail's temp folder
     if jail is not None:
         try:
             await jail.stop()

@@ -54,7 +54,9 @@ def list_files(ctx: EvolveContext, session: Any, path: str = ".", depth: int = 2
     for dirpath, dirnames, filenames in os.walk(base):
         rel_dir = os.path.relpath(dirpath, base)
         level = 0 if rel_dir == "." else rel_dir.count(os.sep) + 1
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        hide = ctx.confinement.hidden
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not hide(os.path.join(dirpath, d)))
+        filenames = [f for f in filenames if not hide(os.path.join(dirpath, f))]
         entries = [(d, True) for d in dirnames] + [(f, False) for f in sorted(filenames)]
         for name, is_dir in entries:
             full = os.path.join(dirpath, name)
@@ -146,9 +148,12 @@ def grep(ctx: EvolveContext, session: Any, pattern: str, path: str = ".", glob: 
         files = [(str(r.host), shown_root)]
     else:
         for dirpath, dirnames, filenames in os.walk(r.host):  # symlinks are never followed
-            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+            hide = ctx.confinement.hidden
+            dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not hide(os.path.join(dirpath, d)))
             for name in sorted(filenames):
                 full = os.path.join(dirpath, name)
+                if hide(full):
+                    continue
                 rel = os.path.relpath(full, r.host)
                 if glob and not (fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(rel, glob)):
                     continue

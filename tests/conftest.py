@@ -15,6 +15,12 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "harness_workspace"
 
+# Rich sizes its tables to COLUMNS when not on a terminal: tests that read `ahe`'s tables would
+# pass or fail with the width of whatever terminal ran them (issue 34). Every test process, and
+# every `ahe` it starts, sees the same wide terminal; tests of narrow widths set their own
+# (tests/test_tables.py sweeps 60–200).
+os.environ["COLUMNS"] = "200"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Give the whole run (workers and every subprocess) a private TMPDIR, so leftovers can be seen.

@@ -162,3 +162,33 @@ def test_budget_ahead_counts_the_variants_and_the_wall_clock(tmp_path):
     slow = Scores(iterations=[_score(1, {}, timings={"debug": 600, "evolve": 1200}), _score(2, {}, timings={"rollout": 900})])
     assert "wall-clock budget of 1.0 h" in budget_ahead(clock, slow, 2, 1000.0)  # 1000 + 2700 s ≥ 3600
     assert budget_ahead(clock, slow, 2, 800.0) is None  # 800 + 2700 < 3600
+
+
+def test_budget_ahead_keeps_the_held_out_scoring_inside_the_budget(tmp_path):
+    (tmp_path / "t").mkdir()
+    cfg = ExperimentConfig(tasks=tmp_path / "t", budgets={"max_tokens": {"agent": 10_000}})
+    # 7,000 spent + iteration 2's round 1,000 fits; the held-out scoring still owed, 4 trials at
+    # iteration 2's 500 agent tokens per trial (2 trials, 1,000), adds 2,000: it would not
+    scores = Scores(iterations=[_score(1, {"agent": 6000, "evolve": 100}, 0), _score(2, {"agent": 1000})])
+    assert budget_ahead(cfg, scores, 2, 0.0, reserve_trials=2) is None  # 7,000 + 1,000 + 1,000 < 10,000
+    said = budget_ahead(cfg, scores, 2, 0.0, reserve_trials=4)
+    assert said and "the 4 held-out trials still owed" in said
+    clock = ExperimentConfig(tasks=tmp_path / "t", budgets={"wall_clock_hours": 1.0})
+    slow = Scores(iterations=[_score(1, {}, timings={"debug": 600, "evolve": 1200}), _score(2, {}, timings={"rollout": 900})])
+    assert budget_ahead(clock, slow, 2, 800.0) is None  # 800 + 2700 < 3600
+    assert "wall-clock" in budget_ahead(clock, slow, 2, 800.0, reserve_trials=1)  # + 450 s of held-out trials
+
+
+def test_held_out_trials_still_owed_are_zero_without_a_split_or_once_scored(tmp_path):
+    from ahe.evolution.holdout import Split, trials_to_come
+    from ahe.run_folder import RunFolder
+
+    (tmp_path / "t").mkdir()
+    run = RunFolder(tmp_path / "run")
+    split = Split(source="hash", tasks_dir=tmp_path / "t", search_dir=tmp_path / "s", search=["a", "b"], held_out=["c"])
+    with_split = ExperimentConfig(tasks=tmp_path / "t", k=3, holdout={})
+    assert trials_to_come(ExperimentConfig(tasks=tmp_path / "t"), None, run) == 0
+    assert trials_to_come(with_split, split, run) == 6  # seed and best, k 3, one task
+    (run.root / "holdout").mkdir(parents=True)
+    (run.root / "holdout" / "result.json").write_text("{}")
+    assert trials_to_come(with_split, split, run) == 0

@@ -129,3 +129,33 @@ def test_evolve_plan_plans_and_does_not_run(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "= 132 rollout (4 tasks × k=3 × 11)" in out.stdout
     assert not (tmp_path / "runs").exists()
+
+
+def test_evolve_takes_prices_and_a_pilot_like_plan_and_bills_the_run_with_the_prices(tmp_path):
+    from ahe.demo import write_demo
+    from ahe.run_folder import RunFolder
+
+    config = write_demo(tmp_path / "demo", iterations=1)
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({"mock-agent": {"input": 2.0, "output": 8.0, "cached_input": 0.5}}))
+    planned = subprocess.run([AHE, "evolve", str(config), "--plan", "--prices", str(prices), "--pilot", "2"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "ran a pilot of 2 trials" in planned.stdout and "unit costs from pilot" in planned.stdout
+    pilot_line = next(line for line in planned.stdout.splitlines() if "ran a pilot" in line)
+    assert "$" in pilot_line and "no price" not in pilot_line  # the pilot's own trials priced by the file too
+    agent_row = next(line for line in planned.stdout.splitlines() if "mock-agent" in line)
+    assert "$" in agent_row and "no price" not in agent_row  # priced by the file
+    assert not (tmp_path / "demo" / "run").exists()
+
+    alone = subprocess.run([AHE, "evolve", str(config), "--pilot", "2"], capture_output=True, text=True, cwd=tmp_path)
+    assert alone.returncode == 2 and "--pilot N goes with --plan" in alone.stderr and "Traceback" not in alone.stderr
+
+    run = tmp_path / "run"
+    done = subprocess.run([AHE, "evolve", str(config), "--run-dir", str(run), "--prices", str(prices), "-q"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cost = RunFolder(run).load_scores().totals()["cost_usd"]
+    assert cost["agent"] > 0 and cost.get("evolve", 0) == 0  # only the priced model costs dollars
+    saved = yaml.safe_load((run / "experiment.yaml").read_text())
+    assert saved["models"]["agent"]["prices"]["mock-agent"]["input"] == 2.0  # a resume bills the same

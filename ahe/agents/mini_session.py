@@ -62,7 +62,7 @@ class ModelSettings(BaseModel):
     """The model section as this backend reads it: mini's templates and parsing; the model's name
     and endpoint are AHE's (the role's), its sampling keys become the gateway's settings."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())  # mini's own `model_*` keys
 
     model_name: str = ""
     model_class: str = ""

@@ -239,30 +239,35 @@ def words(e: BillEntry) -> str:
 
 
 # ---------------------------------------------------------------------------- budgets ahead
-def budget_ahead(cfg: ExperimentConfig, scores: Scores, it: int, elapsed_sec: float) -> str | None:
+def budget_ahead(cfg: ExperimentConfig, scores: Scores, it: int, elapsed_sec: float, *, reserve_trials: int = 0) -> str | None:
     """Before iteration it's edits: would they and their evaluation cross a budget? Projected as
     iteration it-1's debugger and evolve spend, its variants' evaluation, and this round's evaluation
     (tokens, dollars, and the same phases' seconds for the wall clock); if so the run ends here, at a
-    round boundary, with every harness it made evaluated and H_best judged."""
+    round boundary, with every harness it made evaluated and H_best judged. `reserve_trials` (the
+    held-out scoring still owed) is kept free at this round's agent spend per trial."""
     prev, cur = scores.get(it - 1), scores.get(it)
     if prev is None or cur is None:
         return None
     totals = scores.totals()
+    per_trial = reserve_trials / cur.n_trials if cur.n_trials else 0.0
     variants = {"tokens": prev.variant_tokens, "cost_usd": prev.variant_cost_usd}
     for field, limits in (("tokens", cfg.budgets.max_tokens), ("cost_usd", cfg.budgets.max_cost_usd)):
         ahead = {r: v for r, v in getattr(prev, field).items() if r in ("debugger", "evolve")}
-        ahead["agent"] = variants[field] + getattr(cur, field).get("agent", 0)
+        agent = getattr(cur, field).get("agent", 0)
+        ahead["agent"] = variants[field] + agent + agent * per_trial
         ahead["reeval"] = getattr(cur, field).get("reeval", 0)
         for role, limit in limits.items():
             add = sum(ahead.values()) if role == "total" else ahead.get(role, 0)
             if add and totals[field].get(role, 0) + add >= limit:
                 what = f"token budget of {role} ({limit:,})" if field == "tokens" else f"cost budget of {role} (${limit})"
-                return (f"the {what} would be reached by iteration {it}'s edits and their evaluation (projected from "
-                        f"iteration {it - 1}); stopped before them, at the round boundary")
+                held = f" and the {reserve_trials} held-out trials still owed" if reserve_trials else ""
+                return (f"the {what} would be reached by iteration {it}'s edits and their evaluation{held} (projected "
+                        f"from iteration {it - 1}); stopped before them, at the round boundary")
     hours = cfg.budgets.wall_clock_hours
     if hours is not None:
         sec = sum(prev.timings_sec.get(p, 0.0) for p in ("debug", "evolve"))
         sec += sum(cur.timings_sec.get(p, 0.0) for p in ("rollout", "attribution", "rollback"))
+        sec += cur.timings_sec.get("rollout", 0.0) * per_trial
         if sec and elapsed_sec + sec >= hours * 3600:
             return (f"the wall-clock budget of {hours} h would be reached by iteration {it}'s edits and their evaluation "
                     f"(projected from iteration {it - 1}'s {sec / 60:.1f} min); stopped before them, at the round boundary")

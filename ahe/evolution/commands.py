@@ -49,6 +49,16 @@ def _check_executor(cfg: ExperimentConfig, updates: dict) -> None:
         ready_backend(cfg.sandbox, cfg.isolation)  # e.g. docker with no engine: now, not in every trial
 
 
+def with_prices(cfg: ExperimentConfig, prices_file: Path | None) -> ExperimentConfig:
+    """--prices FILE for a run: every role gets the file's prices under its own (a role's own win); the
+    run folder's experiment.yaml keeps them, so a resumed run bills the same."""
+    if prices_file is None:
+        return cfg
+    from ahe.evolution.forecast_build import apply_prices, load_prices
+
+    return apply_prices(cfg, load_prices(prices_file))
+
+
 def evolve_command(
     config: Path | None,
     *,
@@ -57,6 +67,7 @@ def evolve_command(
     overrides: dict,
     quiet: bool = False,
     forecast_from: Path | None = None,
+    prices_file: Path | None = None,
 ) -> Path:
     console = Console(stderr=True, quiet=quiet, soft_wrap=True)  # whole lines in a log file
     if resume is not None:
@@ -76,7 +87,7 @@ def evolve_command(
         cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"agent": cfg.models.agent.model_copy(update={"model": model})})})
     if "tasks" in updates:
         updates["tasks"] = Path(updates["tasks"]).resolve()
-    cfg = ExperimentConfig.model_validate({**cfg.model_dump(), **updates})
+    cfg = with_prices(ExperimentConfig.model_validate({**cfg.model_dump(), **updates}), prices_file)
     if not Path(cfg.tasks).is_dir():  # before a run folder is made for nothing
         where = "--tasks" if "tasks" in updates else f"{exp if resume is not None else config}: tasks"
         raise AheError(f"{where}: {cfg.tasks} is not a folder; point it at a folder of task folders (each with a task.toml)")

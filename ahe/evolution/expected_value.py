@@ -326,7 +326,8 @@ def _rejudge(jr: JointRound, keeps: dict[str, tuple[ChangeVerdict, int]], effect
         p_above = p_above_cost(mean, var, cost)
         if p_above >= keep_bar(final):  # the same bar as a new change's
             continue
-        watch = [WatchEvidence(task=t, **_sides(jr, t, key), p_up=round(e.p, 4)) for t, e in rows if e.p >= TOUCH_AT or t in v.touched_tasks]
+        named = {*v.touched_tasks, *v.predicted_fixes, *v.predicted_regressions, *v.replay_at_risk}  # as its first verdict's
+        watch = [WatchEvidence(task=t, **_sides(jr, t, key), p_up=round(e.p, 4)) for t, e in rows if e.p >= TOUCH_AT or t in named]
         out.append(v.model_copy(update={
             "verdict": "rollback", "change_iteration": made, "watch_evidence": watch, "confidence": round(1 - p_above, 4),
             "reason": (f"judged again on every harness the run evaluated (each change's effect per task estimated jointly): "

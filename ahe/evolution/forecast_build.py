@@ -73,6 +73,16 @@ def _seconds(cfg: ExperimentConfig, costs: UnitCosts, role: str, units: float, u
     return unit.seconds * (1 if role == "evolve" and units else units)  # variants' sessions run side by side
 
 
+def apply_prices(cfg: ExperimentConfig, prices: dict[str, Price]) -> ExperimentConfig:
+    """Every role's prices with the file's under them (a role's own win): what the run bills and a
+    pilot's trials are priced by."""
+    if not prices:
+        return cfg
+    models = {name: role.model_copy(update={"prices": {**prices, **role.prices}}) if role is not None else None
+              for name, role in ((n, getattr(cfg.models, n)) for n in type(cfg.models).model_fields)}
+    return cfg.model_copy(update={"models": cfg.models.model_copy(update=models)})
+
+
 def _price(cfg: ExperimentConfig, role: str, prices: dict[str, Price]) -> tuple[str | None, Price | None]:
     rc = role_model(cfg, role)
     model = rc.model

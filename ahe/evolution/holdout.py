@@ -175,8 +175,20 @@ def held_out_trials(cfg: ExperimentConfig, tasks: int) -> int:
     if cfg.holdout is None:
         return 0
     s = cfg.holdout
-    held = len(s.tasks) if s.tasks else held_out_count(tasks, s.share)
-    return 2 * held * (s.k or cfg.k)
+    return _scoring_trials(cfg, len(s.tasks) if s.tasks else held_out_count(tasks, s.share))
+
+
+def _scoring_trials(cfg: ExperimentConfig, held: int) -> int:
+    """Seed and best, k trials each, on `held` tasks."""
+    return 2 * held * (cfg.holdout.k or cfg.k)
+
+
+def trials_to_come(cfg: ExperimentConfig, split: Split | None, run: RunFolder) -> int:
+    """Held-out trials the run still owes (0 once RUN/holdout/result.json is written): the loop keeps
+    them out of its budget, so a run stopped by a budget still scores `best` on the split inside it."""
+    if split is None or cfg.holdout is None or (holdout_dir(run) / "result.json").is_file():
+        return 0
+    return _scoring_trials(cfg, len(split.held_out))
 
 
 def search_tasks(cfg: ExperimentConfig, tasks: int) -> int:

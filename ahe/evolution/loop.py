@@ -41,6 +41,7 @@ from ahe.evolution.phases import (
     rollout_phase,
 )
 from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, load_bill, save_bill, start_bill, words
+from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
 from ahe.harness.repo import HarnessRepo
@@ -165,7 +166,8 @@ class EvolutionLoop:
                 for phase in phases:
                     if state.is_done(it, phase):
                         continue
-                    ahead = None if final or phase != "debug" else budget_ahead(self.cfg, scores, it, self._elapsed())
+                    ahead = None if final or phase != "debug" else budget_ahead(
+                        self.cfg, scores, it, self._elapsed(), reserve_trials=trials_to_come(self.cfg, self._split, self.run))
                     if ahead:
                         return await self._finish(ctx, state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (

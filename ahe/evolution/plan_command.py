@@ -14,7 +14,7 @@ from rich.table import Table
 from ahe.config import ExperimentConfig
 from ahe.errors import AheError
 from ahe.evolution.forecast import RUN_SPREAD_FLOOR, Forecast, Interval, UnitCost, UnitCosts, count_tasks
-from ahe.evolution.forecast_build import build_forecast, load_prices
+from ahe.evolution.forecast_build import apply_prices, build_forecast, load_prices
 from ahe.evolution.forecast_sources import DEFAULTS, default_costs, run_costs
 from ahe.tempdirs import temp_dir
 
@@ -22,6 +22,7 @@ from ahe.tempdirs import temp_dir
 def plan_forecast(cfg: ExperimentConfig, *, source_run: Path | None = None, pilot: int = 0,
                   prices_file: Path | None = None, config_name: str = "") -> Forecast:
     prices = load_prices(prices_file)
+    cfg = apply_prices(cfg, prices)  # a pilot's trials are priced as the forecast is (found by helper h37b)
     _, kind = count_tasks(cfg)
     pilot_cost = None
     if source_run is not None:

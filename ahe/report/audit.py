@@ -84,7 +84,7 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
     deferred verdict, what later attributions made of it: the row shows the standing verdict)."""
     v = next((x for x in (att.changes if att else []) if x.change_id == c.id), None)
     r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == c.id and x.change_iteration is None), None)
-    steps = (later or {}).get((it, c.id), []) if v is not None and v.verdict == "deferred" else []
+    steps = (later or {}).get((it, c.id), []) if v is not None else []  # deferred, or kept and judged again
     v, r = deferrals.latest(v, r, steps)
     if c.status == "rejected":
         verdict, reason = "rejected", "; ".join(c.gate_errors) or "rejected by the validation gate"
@@ -113,7 +113,7 @@ def _change_row(it: int, c: ChangeEntry, partial: bool, att: Attribution | None,
         "confidence": v.confidence if v else None,  # statistical policies (noise)
         "touched_tasks": list(v.touched_tasks) if v else [],
         "trials": _trials(v, judged, counts or {}) if v is not None and judged is not None else [],  # what the verdict rests on
-        "deferred_steps": deferrals.steps_json(steps),  # noise policy: later judgements of a deferred change
+        "deferred_steps": deferrals.steps_json(steps),  # later judgements: of a deferred change (noise), of a keep (expected-value)
         "rollback_commit": r.revert_commit if r else None,
         "rollback_method": r.method if r else None,
         "rollback_error": r.error if r else None,

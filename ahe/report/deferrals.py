@@ -1,8 +1,10 @@
 """Deferred verdicts in the audit and report: a change judged again in later rounds.
 
 Under the noise policy a change can be `deferred` (docs/decisions.md): it stays in the harness
-and later attributions judge it again (`Attribution.rejudged`). Readers show the change's
-verdict as its latest one, with every step, its evidence and who reverted it.
+and later attributions judge it again (`Attribution.rejudged`). Under expected-value a change kept
+before the last look is judged again every later round and rolled back when it no longer clears
+the bar (also `Attribution.rejudged`). Readers show the change's verdict as its latest one, with
+every step, its evidence and who reverted it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def deferral_history(run: RunFolder) -> dict[tuple[int, str], list[dict]]:
 
 
 def latest(first: ChangeVerdict | None, first_rb: RollbackRecord | None, steps: list[dict]) -> tuple[ChangeVerdict | None, RollbackRecord | None]:
-    """The change's standing verdict and the rollback that reverted it (if any)."""
-    if first is None or first.verdict != "deferred" or not steps:
+    """The change's standing verdict and the rollback that reverted it (if any): its latest judgement —
+    a later round's when it was deferred, or kept and judged again (expected-value's re-judgement)."""
+    if first is None or not steps:
         return first, first_rb
     return steps[-1]["verdict"], steps[-1]["rollback"]
 
@@ -48,7 +51,7 @@ def deferral_table(it: dict) -> Any:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=f"Deferred verdicts of iteration {it['iteration']}'s changes (judged again as trials accumulate)")
+    t = Table(title=f"Deferred verdicts and re-judgements of iteration {it['iteration']}'s changes (judged again as trials accumulate)")
     for col in ("change", "judged by", "verdict", "watched task: with s/n vs without s/n, P(up)", "reason"):
         t.add_column(col, overflow="fold")
     for c in it["changes"]:

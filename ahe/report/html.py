@@ -150,7 +150,7 @@ def _timeline_entry(run: RunFolder, it: int, ch: ChangeEntry, att: Attribution |
     its standing verdict from a later attribution) and its diff."""
     v = next((x for x in (att.changes if att else []) if x.change_id == ch.id), None)
     r = next((x for x in (rb.rolled_back if rb else []) if x.change_id == ch.id and x.change_iteration is None), None)
-    steps = (later or {}).get((it, ch.id), []) if v is not None and v.verdict == "deferred" else []
+    steps = (later or {}).get((it, ch.id), []) if v is not None else []  # deferred, or kept and judged again
     v, r = deferrals.latest(v, r, steps)
     dlines, dnote = diffs.lines(ch.commit)
     return {

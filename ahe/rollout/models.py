@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ahe.llm.types import RoleConfig, Usage
 from ahe.sandbox.registry import SandboxName
@@ -21,6 +21,9 @@ ErrorClass = Literal["infra", "agent_timeout", "verifier_error"]
 class TrialSettings(BaseModel):
     """How every trial of a rollout runs: the one source these settings come from (config →
     RolloutConfig → TrialSpec copy them by inheritance, never field by field)."""
+
+    # `model_requests_per_turn` is ours, not pydantic's: pydantic 2.6–2.9 warn on a `model_` field
+    model_config = ConfigDict(protected_namespaces=())
 
     sandbox: SandboxName = "local"
     isolation: Literal["auto", "bwrap", "none"] = "auto"

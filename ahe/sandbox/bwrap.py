@@ -83,18 +83,29 @@ def etc_args() -> list[str]:
     the host may read masked — such a file reads as empty, such a folder as an empty folder — so
     /etc/shadow, /etc/ssl/private or a root-only key file show nothing of theirs (issue 33).
     One bind plus a mask per private entry (a dozen on a usual host), not a bind per file: each
-    mount costs the jail's start. Computed once per process: a file made secret later stays
-    hidden only from new processes."""
-    if not os.path.isdir("/etc") or os.path.islink("/etc"):
+    mount costs the jail's start. The walk is cached while /etc itself is unchanged (a file added
+    to or removed from /etc is seen by the next jail); an entry gone since the walk is skipped, or
+    bwrap would fail making its mount point in the read-only /etc (what broke every jail of a
+    worker once a test's planted /etc secret was removed)."""
+    try:
+        st = os.stat("/etc")
+    except OSError:
         return []
-    return ["--ro-bind", "/etc", "/etc", *_masks("/etc")]
+    if os.path.islink("/etc"):
+        return []
+    args = ["--ro-bind", "/etc", "/etc"]
+    for kind, path in _masks("/etc", st.st_mtime_ns):
+        if not os.path.lexists(path):
+            continue
+        args += ["--tmpfs", path, "--remount-ro", path] if kind == "folder" else ["--ro-bind", "/dev/null", path]
+    return args
 
 
 @functools.lru_cache(maxsize=8)
-def _masks(folder: str) -> tuple[str, ...]:
-    """bwrap arguments hiding, below `folder`, each entry some host user may not read: an empty
-    read-only tmpfs over a folder, /dev/null over anything else (not links: they resolve inside)."""
-    args: list[str] = []
+def _masks(folder: str, _mtime_ns: int) -> tuple[tuple[str, str], ...]:
+    """(folder | file, path) for each entry below `folder` some host user may not read: masked by an
+    empty read-only tmpfs (a folder) or /dev/null (anything else; not links: they resolve inside)."""
+    found: list[tuple[str, str]] = []
     for top, dirs, files in os.walk(folder):
         public_dirs = []
         for name in sorted(dirs) + sorted(files):
@@ -109,11 +120,11 @@ def _masks(folder: str) -> tuple[str, ...]:
                 if st.st_mode & 0o005 == 0o005:
                     public_dirs.append(name)
                 else:
-                    args += ["--tmpfs", path, "--remount-ro", path]
+                    found.append(("folder", path))
             elif not (stat.S_ISREG(st.st_mode) and st.st_mode & 0o004):
-                args += ["--ro-bind", "/dev/null", path]
+                found.append(("file", path))
         dirs[:] = public_dirs
-    return tuple(args)
+    return tuple(found)
 
 
 def bwrap_argv(

@@ -38,7 +38,7 @@ class ScriptedEvolve:
             discard_all(repo)
         base = repo.head()
         manifest = Manifest(iteration=iteration, base_commit=base, stop_reason="scripted")
-        todo = sorted((c for c in self.world.changes.values() if c.iteration == iteration), key=lambda c: c.index)
+        todo = self.todo(repo, iteration)
         for n, c in enumerate(todo, start=1):
             path = repo.path / c.marker
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,6 +64,10 @@ class ScriptedEvolve:
         write_manifest(out_dir / "manifest.json", manifest)
         write_summary(out_dir / "summary.md", manifest)
         return manifest
+
+    def todo(self, repo: HarnessRepo, iteration: int) -> list:
+        """The changes to commit: the world's stream of this iteration, whatever the harness holds."""
+        return sorted((c for c in self.world.changes.values() if c.iteration == iteration), key=lambda c: c.index)
 
 
 async def _gate(repo: HarnessRepo, manifest: Manifest, base: str, tasks_dir: Path | None) -> None:

@@ -34,8 +34,9 @@ def write_tasks(root: Path, n: int) -> Path:
     return root
 
 
-def run_one(sc: Scenario, world: World, policy: str, run_dir: Path, tasks_dir: Path) -> RunMetrics:
-    """One seed under one policy: the real loop, start to finish, then its metrics."""
+def run_one(sc: Scenario, world: World, policy: str, run_dir: Path, tasks_dir: Path, *, evolve=None) -> RunMetrics:
+    """One seed under one policy: the real loop, start to finish, then its metrics. `evolve`: the scripted
+    evolve phase (default: the world's stream, `ScriptedEvolve`; a tree world's is `ParentAwareEvolve`)."""
     from ahe.evolution.loop import EvolutionLoop
 
     cfg = ExperimentConfig(
@@ -50,7 +51,7 @@ def run_one(sc: Scenario, world: World, policy: str, run_dir: Path, tasks_dir: P
     )
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    loop = EvolutionLoop(cfg, run_dir, executor=SimulatedExecutor(world), evolve=ScriptedEvolve(world, gate=sc.gate))
+    loop = EvolutionLoop(cfg, run_dir, executor=SimulatedExecutor(world), evolve=evolve or ScriptedEvolve(world, gate=sc.gate))
     repo = loop.prepare(resume=False)
     asyncio.run(loop.run_loop(repo, {}))
     return measure(run_dir, world, policy)

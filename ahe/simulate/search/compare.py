@@ -1,0 +1,144 @@
+"""`ahe simulate --search`: `tree` against `line` at equal rollout budgets (docs/search.md).
+
+Per world and seed: `line` is the simulator's line — `ahe.simulate.search.tree.TreeSearch` with
+one full round per evolve call from the current harness, judged by the same expected-value
+functions — at the world's iterations (1×) and at twice as many (2×); every tree search then
+gets exactly the trials that line spent (every rollout and re-evaluation) and draws its
+proposals from the same function. It is not the product's loop (`run_one`): that line is
+stronger and about 150 s per seed, too slow for the table (docs/search.md says so). Tree worlds
+(`worlds/*.yaml`) propose from the parent; the standard suite's worlds (`suites/standard`) hand
+out their stream — evolve call n gets iteration n's changes whatever the parent.
+
+Reported per world, strategy and budget: the true pass@1 gain of the harness returned over the
+seed (mean and 95 % interval over seeds), the paired difference to line, the share of the
+best reachable harness it captured, evolve calls and trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import yaml
+
+from ahe.simulate.scenario import Scenario
+from ahe.simulate.search.tree import TreeSearch, TreeSettings
+from ahe.simulate.search.tree_world import TreeScenario, make_tree_world
+
+WORLDS = Path(__file__).resolve().parent / "worlds"
+STANDARD = Path(__file__).resolve().parents[1] / "suites" / "standard"
+# the frozen tree strategy (tuned on development seeds, docs/search.md)
+LINE = TreeSettings(select="line", eval_share=1.0, final_top=0)
+STRATEGIES = {
+    "tree-ei": TreeSettings(select="ei", eval_share=0.05),
+    "tree-ts": TreeSettings(select="thompson", eval_share=0.05),
+}
+CALLS = 3  # a tree may spend up to this many times line's evolve calls (reported per cell)
+
+
+def load_worlds(which: str) -> list[tuple[str, Scenario]]:
+    """(kind, scenario) for `tree`, `standard` or `all`."""
+    out: list[tuple[str, Scenario]] = []
+    if which in ("tree", "all"):
+        out += [("tree", TreeScenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(WORLDS.glob("*.yaml"))]
+    if which in ("standard", "all"):
+        out += [("stream", Scenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(STANDARD.glob("*.yaml"))]
+    return out
+
+
+def _line(sc: Scenario, world, evolve, mult: int, scratch: Path) -> dict:
+    from ahe.simulate.runner import run_one, write_tasks
+
+    tasks = write_tasks(scratch / "tasks", len(world.base))
+    run = scratch / f"line-{mult}x"
+    try:
+        m = run_one(sc.model_copy(update={"iterations": sc.iterations * mult}), world, "expected-value", run, tasks, evolve=evolve)
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+    return {"gain": m.best_true - m.seed_true, "trials": m.rollouts, "evolve_calls": sc.iterations * mult}
+
+
+def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool = False) -> dict:
+    """Worker: line (the real loop) at 1× and 2×, then every search at each of those budgets."""
+    from ahe.simulate.search.evolve import ParentAwareEvolve
+    from ahe.simulate.world import make_world
+
+    if kind == "tree":
+        sc = TreeScenario.model_validate_json(sc_json)
+        world = make_tree_world(sc, seed)
+        reachable = world.pass_at_1(set(world.best))
+
+        def propose(markers, nth, step):
+            return [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in world.propose(markers, nth)]
+        evolve = lambda: ParentAwareEvolve(world)  # noqa: E731
+    else:
+        sc = Scenario.model_validate_json(sc_json)
+        world = make_world(sc.model_copy(update={"iterations": 3 * sc.iterations}), seed)  # the 1× stream is its prefix
+        reachable = world.pass_at_1(world.oracle_markers())
+
+        def propose(markers, nth, step):
+            return [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in world.changes.values() if c.iteration == step]
+        evolve = lambda: None  # noqa: E731  (the stream: ScriptedEvolve)
+    seed_true = world.pass_at_1(set())
+    row: dict = {"world": sc.name, "kind": kind, "seed": seed, "reachable_gain": reachable - seed_true}
+    base = Path(scratch) / f"{sc.name}-{seed}"
+    for mult in (1, 2):
+        calls = sc.iterations * mult
+        if real_line:  # the real loop's line (slow: about 3 min a seed of a tree world on one core)
+            line = _line(sc, world, evolve(), mult, base)
+        else:  # the line in the search's machinery: a full round per evolve call, the same verdict rule
+            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
+            line = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "evolve_calls": r.expansions}
+        row[f"line@{mult}x"] = line
+        for name, cfg in STRATEGIES.items():
+            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:{name}", cfg).run(propose, line["trials"], max_calls=CALLS * calls)
+            row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials,
+                                      "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned}
+    shutil.rmtree(base, ignore_errors=True)
+    return row
+
+
+def run_compare(which: str, seeds: list[int], out: Path, jobs: int, say=print, real_line: bool = False) -> list[dict]:
+    """Every (world, seed) once (OUT/rows.jsonl is resumable: a finished pair is not run again)."""
+    from ahe.simulate.command import scratch_root
+
+    out.mkdir(parents=True, exist_ok=True)
+    done_file = out / "rows.jsonl"
+    rows = [json.loads(x) for x in done_file.read_text().splitlines()] if done_file.exists() else []
+    have = {(r["world"], r["seed"]) for r in rows}
+    todo = [(k, sc, s) for k, sc in load_worlds(which) for s in seeds if (sc.name, s) not in have]
+    scratch = str(scratch_root() or out)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futs = [pool.submit(one_seed, k, sc.model_dump_json(), s, os.path.join(scratch, f"ahe-simsearch-{os.getpid()}"), real_line) for k, sc, s in todo]
+        for f in as_completed(futs):
+            row = f.result()
+            rows.append(row)
+            with done_file.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            say(f"{row['world']} seed {row['seed']}: line {row['line@1x']['gain']:+.3f}, tree-ei {row['tree-ei@1x']['gain']:+.3f}")
+    return rows
+
+
+def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jobs: int, real_line: bool, console) -> dict:
+    """`ahe simulate --search WORLDS`: the table of docs/search.md, written to OUT/search.md|json."""
+    import time
+
+    from ahe.errors import ConfigError
+    from ahe.simulate.search.table import markdown, summarize
+    from ahe.simulate.suite import seed_list
+
+    if which not in ("tree", "standard", "all"):
+        raise ConfigError(f"--search {which}: choose tree, standard or all")
+    out = (out or Path("runs") / f"search-{which}").resolve()
+    seeds_ = seed_list(seed_range, seeds)
+    t0 = time.monotonic()
+    rows = run_compare(which, seeds_, out, jobs, say=console.print, real_line=real_line)
+    summary = summarize(sorted(rows, key=lambda r: (r["kind"], r["world"], r["seed"])))
+    text = markdown(summary) + f"\n{which} worlds, {seed_range} seeds {seeds_[0]}-{seeds_[-1]}, {time.monotonic() - t0:.0f} s\n"
+    (out / "search.md").write_text(text, encoding="utf-8")
+    (out / "search.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    console.print(text)
+    return summary

@@ -1,0 +1,290 @@
+"""Search over an archive of evaluated harnesses in the simulator (docs/search.md).
+
+Every node is a harness (a set of change markers) with the trials it was evaluated on. Its
+estimate of true pass@1 and the uncertainty of it come from a per-task Beta model in which a
+child inherits its parent's posterior as `inherit` trials of evidence per task (a child
+differs from its parent on the few tasks its changes touch, so the untouched tasks borrow the
+parent's trials; the touched ones are soon decided by the child's own). Each step:
+
+1. choose the node to expand — `thompson` (a draw from every live node's posterior, the
+   highest draw wins), `ei` (the highest expected improvement over the best estimate), or
+   `line` (the paper's line in the same machinery: always the current node; the line moves to
+   a child whose estimate beats it, else stays — a rollback of the whole child);
+2. the evolve agent proposes from that parent (`propose(markers, nth, step)`); a child whose
+   harness is already in the archive is not evaluated again (the digest of what was tried);
+3. the child is evaluated, k trials a task, on the tasks its manifests name and a random
+   `eval_share` of the others (1.0: a full round); the rest it inherits from its parent;
+4. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
+   and is not expanded again; nor is a node whose last three evolve calls proposed nothing new.
+
+At the end `final_top` full rounds go, one by one, to whichever node the model rates best at
+that moment (a lucky leader falls and the next is checked); the best of the nodes so checked is
+returned. Every trial counts against the budget, the re-evaluation too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ahe.evolution.evidence import Counts, fit_prior
+from ahe.evolution.expected_value import CLUTTER, PRIOR_PRECISION, UNNAMED_CAP, UNNAMED_MOVES, keep_bar, task_effect
+from ahe.evolution.tree_choice import TreeNode, choose_expansions, finalists, prunable
+
+Select = Literal["thompson", "ei", "line"]
+# (parent's markers, its nth child, step) -> the proposed changes: (uid, the tasks its manifest names)
+Proposer = Callable[[frozenset, int, int], list[tuple[str, list[str]]]]
+COMPONENTS = ("system_prompt", "tools", "skills", "memory")
+
+
+def component_of(uid: str) -> str:
+    """The harness component a simulated change edits (a fixed function of its id)."""
+    return COMPONENTS[hashlib.blake2b(uid.encode(), digest_size=2).digest()[0] % len(COMPONENTS)]
+
+
+class TreeSettings(BaseModel):
+    select: Select = "thompson"
+    inherit: float = Field(default=40.0, ge=0, description="trials of its parent's evidence a child inherits on a task its changes do not name")
+    inherit_named: float = Field(default=1.0, ge=0, description="... on a task its changes' manifests name (fixes or regressions)")
+    eval_share: float = Field(default=0.3, gt=0, le=1, description="share of the unnamed tasks a child is evaluated on (the named ones always)")
+    prune_z: float = Field(default=3.0, gt=0)
+    final_top: int = Field(default=2, ge=0)
+    split: bool = Field(default=False, description="tree: one child per proposed change, instead of one per evolve call")
+    merge: bool = Field(default=True, description="tree: merge the children of one parent that beat it")
+
+
+@dataclass
+class Node:
+    id: int
+    parent: int | None
+    markers: frozenset
+    s: np.ndarray
+    n: np.ndarray
+    named: np.ndarray | None = None  # tasks its new changes' manifests name
+    children: int = 0
+    dry: int = 0  # evolve calls from it in a row that proposed nothing new
+    pruned: bool = False
+    evals: int = 0
+
+
+@dataclass
+class SearchResult:
+    markers: frozenset
+    trials: int
+    expansions: int
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def pruned(self) -> int:
+        return sum(1 for n in self.nodes if n.pruned)
+
+
+class TreeSearch:
+    def __init__(self, p: Callable[[str, set], float], tasks: list[str], k: int, key: str, settings: TreeSettings) -> None:
+        self.p, self.tasks, self.k, self.key, self.cfg = p, tasks, k, key, settings
+        self.nodes: list[Node] = []
+        self.spent = 0
+
+    # -------------------------------------------------------------- the model
+    def posteriors(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per node: per-task posterior mean and variance (parents come before their children)."""
+        ab: list[tuple[np.ndarray, np.ndarray]] = []
+        for nd in self.nodes:
+            if nd.parent is None:
+                a0 = b0 = np.full(len(self.tasks), 0.5)
+            else:
+                pa, pb = ab[nd.parent]
+                w = np.where(nd.named, self.cfg.inherit_named, self.cfg.inherit) if nd.named is not None else self.cfg.inherit
+                scale = np.minimum(1.0, w / (pa + pb))
+                a0, b0 = scale * pa + 0.05, scale * pb + 0.05
+            ab.append((a0 + nd.s, b0 + nd.n - nd.s))
+        return [(a / (a + b), a * b / ((a + b) ** 2 * (a + b + 1))) for a, b in ab]
+
+    def estimates(self) -> tuple[np.ndarray, np.ndarray]:
+        post = self.posteriors()
+        t = len(self.tasks)
+        mu = np.array([m.mean() for m, _ in post])
+        sd = np.array([math.sqrt(v.sum()) / t for _, v in post])
+        return mu, sd
+
+    # -------------------------------------------------------------- the world
+    def _rng(self, *parts: object) -> np.random.Generator:
+        h = hashlib.blake2b(":".join(map(str, (self.key, *parts))).encode(), digest_size=8).digest()
+        return np.random.default_rng(int.from_bytes(h, "little"))
+
+    def evaluate(self, nd: Node, which: np.ndarray | None = None) -> None:
+        """k trials on each task of `which` (default: every task)."""
+        which = np.ones(len(self.tasks), dtype=bool) if which is None else which
+        probs = np.array([self.p(t, set(nd.markers)) if on else 0.0 for t, on in zip(self.tasks, which)])
+        nd.s = nd.s + self._rng(",".join(sorted(nd.markers)), nd.evals).binomial(self.k, probs) * which
+        nd.n = nd.n + self.k * which
+        nd.evals += 1
+        self.spent += self.k * int(which.sum())
+
+    def add(self, parent: int | None, markers: frozenset, named: set[str] | None = None) -> Node:
+        z = np.zeros(len(self.tasks))
+        nd = Node(id=len(self.nodes), parent=parent, markers=markers, s=z, n=z.copy())
+        self.nodes.append(nd)
+        if named is None:
+            self.evaluate(nd)
+            return nd
+        nd.named = np.array([t in named for t in self.tasks])
+        sample = self._rng("sample", nd.id).random(len(self.tasks)) < self.cfg.eval_share
+        self.evaluate(nd, nd.named | sample)
+        return nd
+
+    # -------------------------------------------------------------- the product's rules
+    def tree_nodes(self) -> list[TreeNode]:
+        """The archive as `ahe.evolution.tree_choice` reads it (the same rules as `search: tree`)."""
+        mu, sd = self.estimates()
+        return [TreeNode(id=_nid(nd.id), mean=float(min(1.0, max(0.0, mu[nd.id]))), sd=float(sd[nd.id]),
+                         parent=None if nd.parent is None else _nid(nd.parent), pruned=nd.pruned, exhausted=nd.dry >= 3)
+                for nd in self.nodes]
+
+    def verdict(self, child: Node) -> bool:
+        """Keep the child's new changes? The product's expected-value rule (`ahe.evolution.expected_value`):
+        per task the child ran, the spike-and-slab posterior effect against the nearest ancestor that ran
+        it (prior P(moved): a named task 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); kept when
+        P(effect on pass@1 > the clutter cost) reaches the last look's bar."""
+        t = len(self.tasks)
+        pa, pb = PRIOR_PRECISION
+        mean = var = 0.0
+        for i in np.flatnonzero(child.n > 0):
+            anc = self.nodes[child.parent] if child.parent is not None else child
+            while anc.n[i] == 0 and anc.parent is not None:
+                anc = self.nodes[anc.parent]
+            pi = pa / (pa + pb) if child.named is not None and child.named[i] else min(UNNAMED_MOVES / t, UNNAMED_CAP)
+            te = task_effect(self.tasks[i], Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i])), self.prior, pi)
+            mean, var = mean + te.mean / t, var + te.var / t ** 2
+        cost = CLUTTER / t
+        p_above = 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
+        return p_above >= keep_bar(final=True)
+
+    # -------------------------------------------------------------- the search
+    def choose(self, current: int, step: int) -> int | None:
+        if self.cfg.select == "line":
+            return current
+        picked = choose_expansions(self.tree_nodes(), 1, random.Random(f"{self.key}:select:{step}"), rule=self.cfg.select)
+        return int(picked[0][1:]) if picked else None
+
+    def prune(self) -> None:
+        for i in prunable(self.tree_nodes(), z=self.cfg.prune_z):
+            self.nodes[int(i[1:])].pruned = True
+
+    def run(self, propose: Proposer, budget: int, max_calls: int | None = None) -> SearchResult:
+        """Search until the next child would not fit in `budget` trials (the final re-evaluation's
+        reserved) or `max_calls` evolve calls are spent."""
+        rnd = self.k * len(self.tasks)
+        reserve = self.cfg.final_top * rnd
+        current = self.add(None, frozenset()).id
+        self.prior = fit_prior([Counts(int(s), int(n)) for s, n in zip(self.nodes[0].s, self.nodes[0].n)])
+        self.seen, self.named_of = {frozenset(): 0}, {}
+        step, cap = 0, max_calls if max_calls is not None else 10 * budget // rnd + 10
+        while self.spent + rnd + reserve <= budget and step < cap:
+            pick = self.choose(current, step + 1)
+            if pick is None:  # every node pruned or exhausted
+                break
+            step += 1
+            parent = self.nodes[pick]
+            nth, parent.children = parent.children, parent.children + 1
+            proposed = propose(parent.markers, nth, step)
+            self.named_of.update({u: list(named) for u, named in proposed})
+            before = len(self.nodes)
+            if self.cfg.select == "line" or not self.cfg.split:  # one child: the round's harness
+                kid = self._child(parent, proposed)
+                if kid is not None and self.verdict(kid):
+                    current = kid.id  # kept: the line continues from it
+                elif kid is not None:
+                    kid.pruned = True  # rejected: rolled back, never expanded (the line: the same parent again)
+                if self.cfg.merge and self.cfg.select != "line":
+                    self._merge_branches(budget - reserve)
+            else:
+                self._split(parent, proposed, budget - reserve)
+                if self.cfg.merge:
+                    self._merge_branches(budget - reserve)
+            parent.dry = 0 if len(self.nodes) > before else parent.dry + 1
+            if self.cfg.select != "line":
+                self.prune()
+        return self._finish(budget, rnd, current, step)
+
+    def _child(self, parent: Node, proposed: list[tuple[str, list[str]]]) -> Node | None:
+        markers = parent.markers | {u for u, _ in proposed}
+        if markers in self.seen:  # nothing new, or a harness some branch already holds: not evaluated again
+            return None
+        child = self.add(parent.id, markers, {t for _, named in proposed for t in named})
+        self.seen[markers] = child.id
+        return child
+
+    def _fits(self, budget: int) -> bool:
+        return self.spent + self.k * len(self.tasks) <= budget
+
+    def _split(self, parent: Node, proposed: list[tuple[str, list[str]]], budget: int) -> None:
+        """One child per proposed change, each judged alone by the product's verdict (a rejected child is
+        rolled back: not expanded again); then the kept ones on different components, merged."""
+        kept = []
+        for change in proposed:
+            if not self._fits(budget):
+                return
+            kid = self._child(parent, [change])
+            if kid is None:
+                continue
+            if self.verdict(kid):
+                kept.append((kid, change))
+            else:
+                kid.pruned = True
+        mu, _ = self.estimates()
+        by_comp: dict[str, tuple] = {}
+        for kid, change in sorted(kept, key=lambda x: -mu[x[0].id]):
+            by_comp.setdefault(component_of(change[0]), change)
+        if self.cfg.merge and len(by_comp) > 1 and self._fits(budget):
+            kid = self._child(parent, list(by_comp.values()))
+            if kid is not None and not self.verdict(kid):
+                kid.pruned = True
+
+    def _merge_branches(self, budget: int) -> None:
+        """Merge by component: the best node and the best one of another branch whose changes beyond
+        their common harness edit other components; the merge is judged like any child."""
+        mu, _ = self.estimates()
+        live = sorted((nd for nd in self.nodes if not nd.pruned and nd.parent is not None), key=lambda nd: -mu[nd.id])[:6]
+        if len(live) < 2 or not self._fits(budget):
+            return
+        a = live[0]
+        for b in live[1:]:
+            mine, theirs = a.markers - b.markers, b.markers - a.markers
+            if not mine or not theirs or a.markers | b.markers in self.seen:
+                continue
+            if {component_of(u) for u in mine} & {component_of(u) for u in theirs}:
+                continue  # the same component edited on both branches: not merged
+            kid = self._child(a, [(u, self.named_of.get(u, [])) for u in sorted(theirs)])
+            if kid is not None and not self.verdict(kid):
+                kid.pruned = True
+            return
+
+    def _finish(self, budget: int, rnd: int, current: int, steps: int) -> SearchResult:
+        """Line: its H_best, the best estimate on its path. Tree: a full round on each of the
+        `final_top` finalists (`tree_choice.finalists`), the best estimate of them returned."""
+        mu, _ = self.estimates()
+        if self.cfg.select == "line":
+            path, i = [], current
+            while i is not None:
+                path.append(i)
+                i = self.nodes[i].parent
+            return SearchResult(markers=self.nodes[max(path, key=lambda j: mu[j])].markers, trials=self.spent,
+                                expansions=steps, nodes=self.nodes)
+        cands = [int(x[1:]) for x in finalists(self.tree_nodes(), self.cfg.final_top)]
+        for i in cands:
+            if self.spent + rnd <= budget:
+                self.evaluate(self.nodes[i])
+        mu, _ = self.estimates()
+        best = max(cands, key=lambda j: mu[j])
+        return SearchResult(markers=self.nodes[best].markers, trials=self.spent, expansions=steps, nodes=self.nodes)
+
+
+def _nid(i: int) -> str:
+    return f"n{i:05d}"
