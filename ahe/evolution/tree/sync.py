@@ -31,7 +31,8 @@ def sync(ctx: "PhaseContext", tree: Tree, it: int) -> Node:
     node = tree.by_commit(evaluated) if evaluated else None
     if node is None:
         line = tree.rounds[-1].line if tree.rounds else None
-        node = tree.add(evaluated or ctx.repo.head(), parent=line, kind="seed" if not tree.nodes else "child", iteration=it - 1)
+        node = _branch(ctx, tree.add(evaluated or ctx.repo.head(), parent=line, kind="seed" if not tree.nodes else "child",
+                                     iteration=it - 1))
     if results is not None:
         add_evidence(node, results, f"iterations/{it:03d}")
     head = ctx.repo.head()
@@ -44,5 +45,11 @@ def sync(ctx: "PhaseContext", tree: Tree, it: int) -> Node:
     gone = [r.change_id for r in (report.rolled_back if report else []) if r.revert_commit]
     node.exhausted = True
     node.note = f"{', '.join(gone) or 'a change'} rolled back in iteration {it}; the tree goes on from the harness the rollback left"
-    return tree.add(head, parent=node.id, kind="rollback", iteration=it, rolled_back=gone)
+    return _branch(ctx, tree.add(head, parent=node.id, kind="rollback", iteration=it, rolled_back=gone))
+
+
+def _branch(ctx: "PhaseContext", node: Node) -> Node:
+    """Every node has its branch node-NNN in the run's repository (a child's is fetched from its clone)."""
+    ctx.repo.repo.git.branch("-f", node.branch, node.commit)
+    return node
 
