@@ -70,3 +70,11 @@ def test_the_tree_is_kept_between_rounds_and_best_is_judged(tree_run):
     # the line's manifest reads back, so attribution judged the tree's change
     att = json.loads((tree_run / "iterations" / "002" / "attribution.json").read_text())
     assert [(c["change_id"], c["verdict"]) for c in att["changes"]] == [("n002-chg-1", "keep")]
+
+
+def test_ahe_demo_search_names_the_choices(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "demo", str(tmp_path / "d"), "--search", "beam"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "--search: the demo runs search line or tree, not 'beam'" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "d").exists()
