@@ -78,3 +78,22 @@ def test_ahe_demo_search_names_the_choices(tmp_path):
     assert proc.returncode != 0
     assert "--search: the demo runs search line or tree, not 'beam'" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "d").exists()
+
+
+def test_a_merge_whose_sides_change_the_same_file_is_not_made_and_says_why():
+    import asyncio
+
+    from ahe.evolution.tree.merge import try_merge
+
+    seed = Node(id="node-000", commit="0" * 40, kind="seed", n_trials=6, n_passed=2)
+    a = Node(id="node-001", commit="1" * 40, parent="node-000", changes=["n001-chg-1"], entries=[_entry("n001-chg-1")],
+             n_trials=6, n_passed=4)
+    b = Node(id="node-002", commit="2" * 40, parent="node-000", changes=["n002-chg-1"], entries=[_entry("n002-chg-1")],
+             n_trials=6, n_passed=3)
+    tree = Tree(nodes=[seed, a, b])
+    made = asyncio.run(try_merge(None, tree, 2))  # refused before any repository or rollout is touched
+    assert made is not None and made.node is None
+    rec = tree.merges[0]
+    assert rec.node is None and rec.parts == ["node-001", "node-002"]
+    assert rec.reason == "not merged: both sides change LongTermMEMORY.md (n001-chg-1 vs n002-chg-1)"
+    assert asyncio.run(try_merge(None, tree, 3)) is None  # a pair is tried once
