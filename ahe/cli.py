@@ -223,11 +223,12 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet", "-q"),
     backend: str = typer.Option("ahe", "--backend", help="The agent backend of the demo's harness: ahe (AHE's "
                                 "runtime) or mini-swe-agent (mini's own mini.yaml; the `mini` extra)."),
+    search: str = typer.Option("line", "--search", help="line (the paper) or tree (search: tree, docs/search.md)."),
 ) -> None:
     """Run the whole loop offline on three bundled tasks with scripted MOCK models, then print the run folder."""
     from ahe.demo import run_demo
 
-    run_demo(directory, quiet=quiet, backend=backend)
+    run_demo(directory, quiet=quiet, backend=backend, search=search)
 
 
 @app.command()

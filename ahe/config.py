@@ -89,6 +89,18 @@ class ExploreSettings(_Strict):
     max_source_mb: float = Field(default=20, gt=0)
 
 
+class TreeSettings(BaseModel):
+    """`search: tree` (docs/search.md): children per round, the expansion rule, pruning, finalists."""
+
+    model_config = ConfigDict(extra="forbid")
+    width: int = Field(default=2, ge=1, le=8, description="evolve calls (children) per round")
+    rule: Literal["thompson", "ei"] = "thompson"
+    prune_z: float = Field(default=3.0, ge=0.0, description="prune a node whose mean + z*sd is below the best mean")
+    finalists: int = Field(default=2, ge=1, le=8, description="nodes re-evaluated at the end")
+    merge: bool = True
+    seed: int = 0
+
+
 class HoldoutSettings(_Strict):
     """A sealed held-out split (docs/config.md#holdout): every decision of `ahe evolve` sees only the
     search split; the returned `best` and the seed are scored once on the held-out tasks at the end."""
@@ -128,6 +140,7 @@ class ExperimentConfig(RolloutSettings, _Strict):
     # the search strategy of ahe.evolution.registry (docs/search.md): line (the paper's, default), best-of-n
     # (`variants` children per round; `variants: N` alone selects it), or a plugin's; checked when the loop starts
     search: str = Field(default="line", min_length=1)
+    tree: TreeSettings = Field(default_factory=TreeSettings)  # search: tree only
     holdout: HoldoutSettings | None = None  # None: no held-out split (configs written before it keep their meaning)
 
     @model_validator(mode="after")

@@ -148,6 +148,19 @@ def variant_rules() -> list[dict]:
             for i, (t, a) in enumerate(steps, 1)]
 
 
+def tree_rules() -> list[dict]:
+    """`search: tree`: in iteration 1, tree child 1 records only the middleware (the first branch,
+    Y regresses), tree child 2 only the lesson; later calls change nothing, so round 2 merges them."""
+    rules = evolve_policy()["rules"]
+    lesson, strict = rules[1]["tool_calls"][0]["arguments"], rules[4]["tool_calls"][0]["arguments"]
+    one = [rules[2]["tool_calls"][0], rules[3]["tool_calls"][0], {"name": "record_change", "arguments": strict},
+           {"name": "finish", "arguments": {"message": "Recorded the StrictMode middleware only."}}]
+    two = [{"name": "write_file", "arguments": {"path": "LongTermMEMORY.md", "content": LESSON}},
+           {"name": "record_change", "arguments": lesson}, {"name": "finish", "arguments": {"message": "Recorded the lesson only."}}]
+    return [{"match": {"first_user_contains": ["Iteration 1.", f"tree child {c} of 2"], "turn": i}, "tool_calls": [call]}
+            for c, steps in ((1, one), (2, two)) for i, call in enumerate(steps, 1)]
+
+
 # ------------------------------------------------------------------ `ahe demo --backend mini-swe-agent`
 # The same story on a mini-swe-agent harness (examples/mini-swe-agent: mini's own mini.yaml): the
 # lesson goes into mini's system_template (kept), the strict rule into its instance_template
@@ -209,7 +222,8 @@ BACKENDS = ("ahe", "mini-swe-agent")
 
 
 def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_policy: dict | None = None,
-               variants: int = 1, explore_sources: list[str] | None = None, backend: str = "ahe") -> Path:
+               variants: int = 1, explore_sources: list[str] | None = None, backend: str = "ahe",
+               search: str = "line") -> Path:
     """Write the demo experiment (config + MOCK policies) into `directory`; returns the config path."""
     mini = backend == "mini-swe-agent"
     directory.mkdir(parents=True, exist_ok=True)
@@ -221,6 +235,8 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
     evolve = mini_evolve_policy() if mini else evolve_policy()
     if variants > 1:
         evolve["rules"] = variant_rules() + evolve["rules"]
+    if search == "tree":
+        evolve["rules"] = tree_rules() + evolve["rules"]
     (pol / "evolve.yaml").write_text(header + yaml.safe_dump(evolve, sort_keys=False, width=200))
     if explore_sources:
         (pol / "explore.yaml").write_text(header + yaml.safe_dump(explore_policy(Path(explore_sources[0]).name),
@@ -248,6 +264,8 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
         config["seed_workspace"] = str(bundled("examples/mini-swe-agent"))
     if variants > 1:
         config["variants"] = variants
+    if search == "tree":
+        config["search"] = "tree"
     if explore_sources:
         config["explore"] = {"sources": list(explore_sources), "max_turns": 10}
         config["mock_policies"]["explore"] = "policies/explore.yaml"
@@ -256,7 +274,7 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
     return path
 
 
-def run_demo(directory: Path, *, quiet: bool = False, backend: str = "ahe") -> Path:
+def run_demo(directory: Path, *, quiet: bool = False, backend: str = "ahe", search: str = "line") -> Path:
     from ahe.errors import AheError
     from ahe.evolution.commands import evolve_command
 
@@ -269,5 +287,7 @@ def run_demo(directory: Path, *, quiet: bool = False, backend: str = "ahe") -> P
 
         if not mini_installed():
             raise AheError(MISSING)
-    config = write_demo(directory, backend=backend)
+    if search not in ("line", "tree"):
+        raise AheError(f"--search: the demo runs search line or tree, not {search!r}")
+    config = write_demo(directory, backend=backend, search=search)
     return evolve_command(config, resume=None, run_dir=directory / "run", overrides={}, quiet=quiet)

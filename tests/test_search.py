@@ -49,7 +49,7 @@ def test_an_unknown_strategy_names_the_field_and_the_known_ones_before_anything_
     cfg = ExperimentConfig(tasks=write_tasks(tmp_path / "tasks", 2), search="beam")
     with pytest.raises(AheError) as err:
         EvolutionLoop(cfg, tmp_path / "run")
-    assert str(err.value) == "search 'beam': no such search strategy; use one of: best-of-n, line"
+    assert str(err.value) == "search 'beam': no such search strategy; use one of: best-of-n, line, tree"
     assert not (tmp_path / "run").exists()
 
 

@@ -192,6 +192,10 @@ class EvolutionLoop:
     async def _finish(self, ctx: PhaseContext, state: LoopState, reason: str) -> LoopState:
         from ahe.evolution.holdout_phase import finish_holdout
 
+        if self.cfg.search == "tree":  # the archive's finalists re-evaluated, `best` tagged (ahe.evolution.tree)
+            from ahe.evolution.tree.finish import finish_tree
+
+            await finish_tree(ctx, reason)
         await finish_holdout(ctx, self._split, state)  # best and the seed on the sealed held-out split, once
         state.stopped, state.finished = reason, True
         self.run.save_state(state)

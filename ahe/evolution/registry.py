@@ -14,7 +14,9 @@ from ahe.evolution.policies import KEEP_EVERYTHING, LENIENT, PAPER, STRICT, Verd
 from ahe.evolution.search import BEST_OF_N, LINE, SearchStrategy
 
 _POLICIES: dict[str, VerdictPolicy] = {}
-_SEARCHES: dict[str, SearchStrategy] = {LINE.name: LINE, BEST_OF_N.name: BEST_OF_N}
+from ahe.evolution.tree.search import TREE  # noqa: E402
+
+_SEARCHES: dict[str, SearchStrategy] = {LINE.name: LINE, BEST_OF_N.name: BEST_OF_N, TREE.name: TREE}
 _ALIASES = {"balanced": "paper"}  # the paper's rule under its name before policies existed
 _builtins_loaded = False
 

@@ -67,7 +67,8 @@ class ChangeEntry(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=r"^chg-[0-9]+$")
+    # chg-N; under `search: tree` a node's change is n{NNN}-chg-N (unique across the tree, ahe.evolution.tree)
+    id: str = Field(pattern=r"^(n[0-9]{3}-)?chg-[0-9]+$")
     kind: ChangeKind = "new"
     component: Component
     files: list[str] = Field(min_length=1)
@@ -145,7 +146,7 @@ class Manifest(BaseModel):
         return None
 
     def next_id(self) -> str:
-        numbers = [int(c.id.split("-", 1)[1]) for c in self.changes]
+        numbers = [int(c.id.rsplit("-", 1)[1]) for c in self.changes]
         return f"chg-{max(numbers, default=0) + 1}"
 
 

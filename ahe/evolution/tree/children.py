@@ -1,0 +1,126 @@
+"""One evolve call of the tree and the evaluation of what it made, in its own clone.
+
+`iterations/NNN/tree/cI/`: `workspace/` (a clone of the run's repository at the parent node's
+commit), `evolve/` (the call's manifest), `rollouts/`-style results in the folder itself (an
+ordinary rollout folder: a resumed run re-runs only trials without a result). A merge is
+evaluated the same way in `iterations/NNN/tree/merge/`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import git
+
+from ahe.evolution.tree.archive import Node, Tree
+from ahe.harness.manifest import ChangeEntry, Manifest
+from ahe.harness.repo import HarnessRepo
+from ahe.llm.types import Usage
+from ahe.rollout.models import RunResults
+from ahe.run_folder import read_model
+
+if TYPE_CHECKING:
+    from ahe.evolution.context import PhaseContext
+
+
+@dataclass
+class Made:
+    """What one evolve call (or merge) made: its evaluated node (None: nothing new) and its usage."""
+
+    node: Node | None
+    evolve: Usage = field(default_factory=Usage)
+    rollouts: Usage = field(default_factory=Usage)
+
+
+def clone_at(source: HarnessRepo, dest: Path, base: str) -> HarnessRepo:
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    repo = git.Repo.clone_from(str(source.path), str(dest), no_checkout=True)
+    repo.git.checkout("-q", "-B", "main", base)
+    repo.close()
+    return HarnessRepo(dest)
+
+
+def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
+    """What was tried on other branches and rejected (rolled back, pruned, or no better), cited by node."""
+    mine = set(tree.path(parent.id))
+    lines = []
+    for n in tree.nodes:
+        if n.id in mine or not n.entries:
+            continue
+        mean, _ = n.estimate()
+        why = ("rolled back" if any(c in m.rolled_back for m in tree.nodes for c in n.changes)
+               else "pruned" if n.pruned else f"estimate {mean:.2f}")
+        for e in n.entries[:2]:
+            lines.append(f"- {n.id} ({n.commit[:10]}): {e.id} [{e.component}] {e.summary} — {why}")
+    return "\n".join(lines[:limit])
+
+
+async def evaluate(ctx: "PhaseContext", ws: Path, out: Path) -> RunResults:
+    from ahe.evolution.context import rollout_config
+    from ahe.rollout.scheduler import run_rollouts
+
+    cfg = rollout_config(ctx).model_copy(update={"workspace": ws})
+    return await run_rollouts(cfg, out, should_stop=ctx.should_stop)
+
+
+def adopt(ctx: "PhaseContext", tree: Tree, ws: Path, head: str, **kw) -> Node:
+    """The node for `head` (fetched from the clone `ws` as branch node-NNN), new or known."""
+    known = tree.by_commit(head)
+    if known is not None:
+        return known
+    node = tree.add(head, **kw)
+    ctx.repo.repo.git.fetch("-q", str(ws), f"+{head}:refs/heads/{node.branch}")
+    return node
+
+
+async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node, width: int) -> Made:
+    """Evolve from `parent` (with its evidence and the digest of other branches), evaluate the child."""
+    from ahe.evolution.context import evolve_limits
+    from ahe.evolution.faults import maybe_kill_self
+    from ahe.evolution.tree.sync import add_evidence
+    from evolve_agent.phase import AgentSpec, build_instruction, known_tasks, run_evolve_phase
+
+    d = ctx.run.iteration(it).root / "tree" / f"c{i}"
+    ws, out = d / "workspace", d / "evolve"
+    manifest = read_model(out / "manifest.json", Manifest)
+    if manifest is not None and manifest.base_commit == parent.commit and manifest.head_commit and (ws / ".git").is_dir():
+        crepo = HarnessRepo(ws)
+        crepo.repo.git.reset("--hard", "-q", manifest.head_commit)  # a finished call: never evolved again
+    else:
+        shutil.rmtree(d, ignore_errors=True)
+        crepo = clone_at(ctx.repo, ws, parent.commit)
+        limits = evolve_limits(ctx)
+        tasks = known_tasks(ctx.run.root, it, ctx.tasks_dir)
+        evidence = parent.evaluations[-1] if parent.evaluations else "none yet (not evaluated)"
+        note = (f"\n\nSearch tree: you are tree child {i} of {width}, expanding {parent.id} (commit {parent.commit[:10]}); "
+                f"its latest evaluation: /experiment/{evidence}.")
+        tried = digest(tree, parent)
+        if tried:
+            note += "\nTried on other branches (do not repeat these):\n" + tried
+        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, parent.commit, tasks, limits, crepo.path) + note)
+        manifest = await run_evolve_phase(repo=crepo, experiment_dir=ctx.run.root, iteration=it, out_dir=out,
+                                          role=ctx.roles["evolve"], tasks_dir=ctx.tasks_dir, limits=limits, agent=spec)
+        crepo.discard_uncommitted()
+    usage = Usage.model_validate(manifest.usage or {})
+    accepted = [c for c in manifest.changes if c.status == "accepted"]
+    if crepo.head() == parent.commit or not accepted:
+        parent.exhausted = True
+        parent.note = f"its evolve call in iteration {it} proposed nothing new"
+        return Made(node=None, evolve=usage)
+    results = await evaluate(ctx, ws, d)
+    maybe_kill_self(f"{it:03d}/tree-child-{i}-evaluated")  # fault injection for the resume test
+    entries = [_renamed(c, len(tree.nodes)) for c in accepted]
+    node = adopt(ctx, tree, ws, crepo.head(), parent=parent.id, kind="child", iteration=it,
+                 changes=[e.id for e in entries], entries=entries)
+    add_evidence(node, results, str(d.relative_to(ctx.run.root)))
+    return Made(node=node, evolve=usage, rollouts=results.usage)
+
+
+def _renamed(c: ChangeEntry, n: int) -> ChangeEntry:
+    """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1."""
+    return c if c.id.startswith("n") and "-chg-" in c.id else c.model_copy(update={"id": f"n{n:03d}-{c.id}"})

@@ -1,0 +1,53 @@
+"""The tree's end: the last round caught up, the few best nodes re-evaluated (not when a budget
+ended the run), the one rated best tagged `best` with its interval (history, tree.json, scores)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ahe.evolution.tree.archive import load_tree, save_tree
+from ahe.evolution.tree_choice import finalists
+
+if TYPE_CHECKING:
+    from ahe.evolution.context import PhaseContext
+
+
+async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
+    from ahe.evolution.tree.children import clone_at, evaluate
+    from ahe.evolution.tree.sync import add_evidence, sync
+
+    tree = load_tree(ctx.run)
+    if not tree.nodes and not ctx.run.iteration(1).results_json.exists():
+        return
+    state = ctx.run.load_state()
+    last = max((it for it in ctx.run.iterations() if ctx.run.iteration(it).results_json.exists()), default=1)
+    if not any(r.iteration == last for r in tree.rounds) or state.is_done(last, "rollback"):
+        sync(ctx, tree, last)
+    pool = [n for n in tree.nodes if n.n_trials > 0 or n.kind == "rollback"]
+    tree.finalists = finalists([n.choice() for n in pool], ctx.cfg.tree.finalists)
+    again = "budget" not in reason
+    for nid in tree.finalists if again else []:
+        node = tree.node(nid)
+        d = ctx.run.root / "tree-final" / nid
+        folder = str(d.relative_to(ctx.run.root))
+        if folder in node.evaluations:
+            continue
+        ws = d / "workspace"
+        clone_at(ctx.repo, ws, node.commit)
+        results = await evaluate(ctx, ws, d)
+        add_evidence(node, results, folder)
+        save_tree(ctx.run, tree)
+    judged = [tree.node(i) for i in tree.finalists if tree.node(i).n_trials > 0] or [n for n in tree.nodes if n.n_trials > 0]
+    best = max(judged, key=lambda n: (n.estimate()[0], n.n_trials, [-ord(c) for c in n.id]))
+    mean, _ = best.estimate()
+    lo, hi = best.interval()
+    how = "re-evaluated " + ", ".join(tree.finalists) if again else f"no re-evaluation ({reason})"
+    tree.best = best.id
+    tree.best_reason = f"{best.id}: estimated pass@1 {mean:.3f} [{lo:.3f}, {hi:.3f}] over {best.n_trials} trials; {how}"
+    save_tree(ctx.run, tree)
+    ctx.repo.tag("best", best.commit)
+    scores = ctx.run.load_scores()
+    scores.best_commit, scores.best_iteration = best.commit, best.iteration
+    scores.best_pass_at_1 = scores.best_metric_value = round(best.n_passed / best.n_trials, 6)
+    ctx.run.save_scores(scores)
+    ctx.run.history(f"  - search tree: best {tree.best_reason} (path {' → '.join(tree.path(best.id))})")

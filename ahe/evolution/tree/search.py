@@ -1,0 +1,93 @@
+"""`search: tree`: the round's expansion (prune, choose parents, evolve and evaluate children,
+one merge) and the line's next harness — the best new node, else the best node."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from ahe.evolution.search import Expansion
+from ahe.evolution.tree.archive import Node, Tree, load_tree, save_tree
+from ahe.evolution.tree_choice import choose_expansions, prunable
+from ahe.harness.manifest import ChangeEntry, Manifest
+from ahe.llm.types import Usage
+
+if TYPE_CHECKING:
+    from ahe.config import ExperimentConfig
+    from ahe.evolution.context import PhaseContext
+
+
+def _prune(tree: Tree, z: float, keep: str) -> list[str]:
+    evaluated = [n for n in tree.nodes if n.n_trials > 0]
+    gone = sorted(prunable([n.choice() for n in evaluated], z=z) - {keep})
+    for nid in gone:
+        tree.node(nid).pruned = True
+    return gone
+
+
+def _line(tree: Tree, new: list[Node]) -> Node:
+    """The best new node this round (judged next by the loop's attribution), else the best node."""
+    pool = new or [n for n in tree.nodes if not n.pruned and (n.n_trials > 0 or n.kind == "rollback")] or tree.nodes
+    return max(pool, key=lambda n: (n.estimate()[0], n.n_trials, [-ord(c) for c in n.id]))
+
+
+class TreeSearch:
+    name = "tree"
+
+    def children(self, cfg: "ExperimentConfig") -> int:
+        return cfg.tree.width
+
+    async def expand(self, ctx: "PhaseContext", it: int, prior: tuple[ChangeEntry, ...]) -> Expansion:
+        from ahe.evolution.context import StopRequested
+        from ahe.evolution.tree.children import expand_one
+        from ahe.evolution.tree.merge import try_merge
+        from ahe.evolution.tree.sync import sync
+        from ahe.harness.manifest import write_manifest
+        from evolve_agent.summary import write_summary
+
+        st = ctx.cfg.tree
+        tree = load_tree(ctx.run)
+        head = sync(ctx, tree, it)
+        rec = tree.round(it)
+        if not rec.expansions:
+            rec.pruned = _prune(tree, st.prune_z, keep=head.id)
+            rng = random.Random(st.seed * 1000 + it)
+            rec.expansions = choose_expansions([n.choice() for n in tree.nodes], st.width, rng, rule=st.rule)
+        save_tree(ctx.run, tree)
+        evolve, rollouts, new = Usage(), Usage(), []
+        for i, parent_id in enumerate(rec.expansions, 1):
+            if i <= len(rec.children):
+                child = rec.children[i - 1]
+                new += [tree.node(child)] if child else []
+                continue
+            made = await expand_one(ctx, tree, it, i, tree.node(parent_id), st.width)
+            if ctx.should_stop():
+                raise StopRequested()
+            evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
+            rec.children.append(made.node.id if made.node else None)
+            new += [made.node] if made.node else []
+            save_tree(ctx.run, tree)
+        if st.merge:
+            made = await try_merge(ctx, tree, it)
+            if made is not None:
+                rollouts = rollouts.add(made.rollouts)
+                new += [made.node] if made.node and made.node not in new else []
+        line = _line(tree, new)
+        rec.line, rec.done = line.id, True
+        save_tree(ctx.run, tree)
+        base = ctx.repo.head()
+        ctx.repo.repo.git.reset("--hard", "-q", line.commit)
+        held = tree.changes_on(head.id)
+        changes = [e for e in tree.entries_on(line.id) if e.id not in held]
+        manifest = Manifest(iteration=it, base_commit=base, head_commit=line.commit, changes=changes,
+                            usage={k: v for k, v in evolve.model_dump().items() if isinstance(v, (int, float))})
+        manifest.gate_notes.append(f"search tree: the line continues from {line.id} ({line.commit[:10]}); "
+                                   f"expanded {', '.join(rec.expansions) or 'nothing'} (tree.json)")
+        out = ctx.run.iteration(it).evolve
+        out.mkdir(parents=True, exist_ok=True)
+        write_manifest(out / "manifest.json", manifest)
+        write_summary(out / "summary.md", manifest)
+        return Expansion(manifest=manifest, usage=evolve, child_rollouts=rollouts)
+
+
+TREE = TreeSearch()
