@@ -97,3 +97,24 @@ def test_a_merge_whose_sides_change_the_same_file_is_not_made_and_says_why():
     assert rec.node is None and rec.parts == ["node-001", "node-002"]
     assert rec.reason == "not merged: both sides change LongTermMEMORY.md (n001-chg-1 vs n002-chg-1)"
     assert asyncio.run(try_merge(None, tree, 3)) is None  # a pair is tried once
+
+
+def test_the_audit_shows_the_tree_with_estimates_merges_and_the_path_to_best(tree_run):
+    audit = json.loads(subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(tree_run), "--format", "json"],
+                                      capture_output=True, text=True, timeout=120, check=True).stdout)
+    tree = audit["tree"]
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    assert list(nodes) == ["node-000", "node-001", "node-002", "node-003"]
+    assert tree["best"] == "node-002" and tree["path_to_best"] == ["node-000", "node-002"]
+    assert nodes["node-002"]["status"].startswith("best") and "pruned" in nodes["node-001"]["status"]
+    assert nodes["node-000"]["status"].startswith("on the path to best, finalist")
+    assert nodes["node-002"]["changes"] == ["n002-chg-1"] and nodes["node-003"]["kind"] == "merge"
+    low, high = nodes["node-002"]["interval"]
+    assert low < nodes["node-002"]["estimate"] < high and nodes["node-002"]["trials"] >= 6
+    table = subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(tree_run)],
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "Search tree" in table and "path to best: node-000 → node-002" in table
+    merge = next(l for l in table.splitlines() if l.lstrip("│┃ ").startswith("node-003"))
+    assert "merge of" in merge and "node-001" in merge and "node-002" in merge and "made node-003" in table
+    line = next(l for l in table.splitlines() if l.lstrip("│┃ ").startswith("node-002"))
+    assert "n002-chg-1" in line and "best" in line

@@ -24,6 +24,7 @@ from ahe.harness.manifest import ChangeEntry, Component, Manifest
 from ahe.report import deferrals, foresight
 from ahe.report.bill import bill_summary, render_bill
 from ahe.report.pooling import pooled
+from ahe.report.tree_view import render_tree, tree_summary
 from ahe.run_folder import LATEST_REASON, Attribution, LoopState, PredictionScore, RollbackReport, RunFolder, Scores
 from ahe.tasks.sources.swe_ci.summary import swe_ci_numbers
 
@@ -231,6 +232,7 @@ def build_audit(run_dir: Path, iteration: int | None = None) -> dict:
         "benchmark": benchmark_of(scores),
         "bill": bill_summary(run),
         "holdout": _holdout(run),
+        "tree": tree_summary(run),
     }
 
 
@@ -357,6 +359,8 @@ def render_audit(audit: dict, console: Any) -> None:
 
     render_figures(audit["figures"], console)
     render_bill(audit.get("bill"), console)
+    if audit.get("tree"):
+        render_tree(audit["tree"], console)
 
 
 def _evidence_table(it: dict) -> Any:
