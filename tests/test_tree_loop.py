@@ -118,3 +118,21 @@ def test_the_audit_shows_the_tree_with_estimates_merges_and_the_path_to_best(tre
     assert "merge of" in merge and "node-001" in merge and "node-002" in merge and "made node-003" in table
     line = next(l for l in table.splitlines() if l.lstrip("│┃ ").startswith("node-002"))
     assert "n002-chg-1" in line and "best" in line
+
+
+def test_ahe_diff_and_transfer_take_any_node_by_its_branch(tree_run, tmp_path):
+    from ahe.report.transfer import resolve_harness
+
+    tree = load_tree(type("_Run", (), {"root": tree_run})())
+    out = subprocess.run([sys.executable, "-m", "ahe.cli", "diff", str(tree_run), "node-000", "node-003", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    diff = json.loads(out.stdout)
+    text = json.dumps(diff)
+    assert tree.node("node-000").commit[:10] in text and tree.node("node-003").commit[:10] in text
+    assert "LongTermMEMORY.md" in text and "agent.yaml" in text  # the merge holds both branches' files
+    picked = resolve_harness(f"{tree_run}@node-001", tmp_path, "harness")
+    assert picked["commit"] == tree.node("node-001").commit
+    assert "strict_mode" in (Path(picked["path"]) / "agent.yaml").read_text()  # node-001's own change
+    with pytest.raises(Exception, match="node-009"):
+        resolve_harness(f"{tree_run}@node-009", tmp_path, "harness")
