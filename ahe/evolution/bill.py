@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from ahe.config import ExperimentConfig
 from ahe.evolution.forecast import ZERO, Forecast, Interval, UnitCost, UnitCosts, count_tasks, phase_plan
 from ahe.evolution.forecast_build import ROLE_ORDER, _price, _role_forecast, _seconds
+from ahe.evolution.holdout import holdout_dir
 from ahe.io import atomic_write_text
 from ahe.run_folder import RunFolder, Scores
 from ahe.run_folder.folder import read_model
@@ -113,7 +114,6 @@ def _measured(run: RunFolder, start: UnitCosts | None) -> UnitCosts | None:
 
 def count_trials_spent(run: RunFolder) -> int:
     """Every finished trial of the run: rollouts, re-evaluations, variants and the held-out scoring."""
-    from ahe.evolution.holdout import holdout_dir
 
     held = holdout_dir(run)
     return (sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0) + \

@@ -26,8 +26,6 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import git
-
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.harness.repo import HarnessRepo
 from ahe.llm.types import Usage
@@ -42,17 +40,6 @@ Rule = Literal["pass_at_1", "successes_per_mtok"]
 
 def branch_name(it: int, n: int) -> str:
     return f"variant/iter-{it:03d}/v{n}"
-
-
-def _clone(source: HarnessRepo, dest: Path, base: str) -> HarnessRepo:
-    """A fresh clone of the run's repository at `base`, on the variant's own branch."""
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    repo = git.Repo.clone_from(str(source.path), str(dest), no_checkout=True)
-    repo.git.checkout("-q", "-B", "main", base)
-    repo.close()
-    return HarnessRepo(dest)
 
 
 def _metrics(results: RunResults) -> tuple[float | None, float | None]:
@@ -88,7 +75,7 @@ async def _one(ctx: "PhaseContext", it: int, n: int, base: str, prior: tuple[Cha
     else:
         for stale in (out, d / "rollouts"):
             shutil.rmtree(stale, ignore_errors=True)
-        vrepo = _clone(ctx.repo, ws, base)
+        vrepo = ctx.repo.clone_at(ws, base)
         limits = evolve_limits(ctx)
         tasks = known_tasks(ctx.run.root, it, ctx.tasks_dir)
         note = (f"\n\nYou are variant {n} of {ctx.cfg.variants}: other evolve agents work on the same evidence in "

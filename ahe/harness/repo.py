@@ -123,6 +123,17 @@ class HarnessRepo:
         self.repo.git.commit(*args)
         return self.head()
 
+    def clone_at(self, dest: Path, base: str) -> "HarnessRepo":
+        """A fresh clone of this repository at `base` (branch `main`) in `dest`, for a child
+        harness (a variant, a tree child, a merge, a finalist) evolved or evaluated apart."""
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        repo = git.Repo.clone_from(str(self.path), str(dest), no_checkout=True)
+        repo.git.checkout("-q", "-B", "main", base)
+        repo.close()
+        return HarnessRepo(dest)
+
     def discard_uncommitted(self) -> None:
         """Throw away edits that were never recorded as a change."""
         self.repo.git.reset("--hard", "-q")

@@ -25,7 +25,8 @@ def tree_summary(run: RunFolder) -> dict[str, Any] | None:
     if not tree_path(run).is_file():
         return None
     tree = load_tree(run)
-    on_path = set(tree.path(tree.best)) if tree.best else set()
+    path_to_best = tree.path(tree.best) if tree.best else []
+    on_path = set(path_to_best)
     nodes = []
     for n in tree.nodes:
         mean, sd = n.estimate()
@@ -36,7 +37,7 @@ def tree_summary(run: RunFolder) -> dict[str, Any] | None:
                       "interval": [round(low, 4), round(high, 4)], "status": _status(tree, n.id, on_path)})
     return {"nodes": nodes, "merges": [m.model_dump() for m in tree.merges],
             "rounds": [r.model_dump() for r in tree.rounds], "finalists": list(tree.finalists), "best": tree.best,
-            "best_reason": tree.best_reason, "path_to_best": tree.path(tree.best) if tree.best else []}
+            "best_reason": tree.best_reason, "path_to_best": path_to_best}
 
 
 def _edge(node: dict) -> str:

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import git
 
 from ahe.evolution.tree.archive import Node, Tree
 from ahe.harness.manifest import ChangeEntry, Manifest
@@ -33,16 +32,6 @@ class Made:
     node: Node | None
     evolve: Usage = field(default_factory=Usage)
     rollouts: Usage = field(default_factory=Usage)
-
-
-def clone_at(source: HarnessRepo, dest: Path, base: str) -> HarnessRepo:
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    repo = git.Repo.clone_from(str(source.path), str(dest), no_checkout=True)
-    repo.git.checkout("-q", "-B", "main", base)
-    repo.close()
-    return HarnessRepo(dest)
 
 
 def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
@@ -93,7 +82,7 @@ async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: N
         crepo.repo.git.reset("--hard", "-q", manifest.head_commit)  # a finished call: never evolved again
     else:
         shutil.rmtree(d, ignore_errors=True)
-        crepo = clone_at(ctx.repo, ws, parent.commit)
+        crepo = ctx.repo.clone_at(ws, parent.commit)
         limits = evolve_limits(ctx)
         tasks = known_tasks(ctx.run.root, it, ctx.tasks_dir)
         evidence = parent.evaluations[-1] if parent.evaluations else "none yet (not evaluated)"

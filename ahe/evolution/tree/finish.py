@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
-    from ahe.evolution.tree.children import clone_at, evaluate
+    from ahe.evolution.tree.children import evaluate
     from ahe.evolution.tree.sync import add_evidence, sync
 
     tree = load_tree(ctx.run)
@@ -33,7 +33,7 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
         if folder in node.evaluations:
             continue
         ws = d / "workspace"
-        clone_at(ctx.repo, ws, node.commit)
+        ctx.repo.clone_at(ws, node.commit)
         results = await evaluate(ctx, ws, d)
         add_evidence(node, results, folder)
         save_tree(ctx.run, tree)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import git
 
 from ahe.evolution.tree.archive import MergeRecord, Node, Tree
-from ahe.evolution.tree.children import Made, adopt, clone_at, evaluate
+from ahe.evolution.tree.children import Made, adopt, evaluate
 
 if TYPE_CHECKING:
     from ahe.evolution.context import PhaseContext
@@ -61,7 +61,7 @@ async def try_merge(ctx: "PhaseContext", tree: Tree, it: int) -> Made | None:
         return Made(node=None)
     d = ctx.run.iteration(it).root / "tree" / "merge"
     ws = d / "workspace"
-    repo = clone_at(ctx.repo, ws, base.commit)
+    repo = ctx.repo.clone_at(ws, base.commit)
     try:
         repo.repo.git.merge("-q", "--no-edit", "-m", f"merge {other.id} into {base.id}", other.commit)
     except git.GitCommandError as e:
