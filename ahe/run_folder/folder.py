@@ -9,6 +9,7 @@ a run may be still going, killed, or from an older AHE; writes are atomic.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -23,14 +24,37 @@ from ahe.run_folder.decisions import Attribution, RollbackReport
 from ahe.run_folder.records import LoopState, Scores
 
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger(__name__)
+_WARNED: set[tuple[str, str]] = set()
 
 
 def read_model(path: Path, model: type[M]) -> M | None:
-    """`model` parsed from `path`, or None when the file is missing or does not parse."""
+    """`model` parsed from `path`, or None when the file is missing or does not parse. A file that
+    is valid JSON but not a `model` is still None, with one warning per path and schema: silence
+    there once hid a whole search tree (a change id the schema refused) for a session."""
     try:
         return model.model_validate_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, ValidationError):
+    except OSError:
         return None
+    except ValidationError as e:
+        _warn_invalid(path, model, e)
+        return None
+    except ValueError:
+        return None
+
+
+def _warn_invalid(path: Path, model: type[BaseModel], error: ValidationError) -> None:
+    errors = error.errors()
+    if not errors or errors[0].get("type") == "json_invalid":
+        return  # not JSON (yet): a file another process is writing, or a truncated one — lenient as ever
+    key = (str(path), model.__name__)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    first = errors[0]
+    where = ".".join(str(x) for x in first.get("loc", ())) or "(top level)"
+    log.warning("%s: not a valid %s (%s: %s; %d error(s)); it is read as missing — fix or remove the file",
+                path, model.__name__, where, first.get("msg", ""), len(errors))
 
 
 _UNCHANGED: dict[tuple[str, type], tuple[tuple[int, ...], Any]] = {}
