@@ -490,3 +490,29 @@ async def test_nothing_leaks_when_python_dies_or_forgets_stop(
     else:  # nothing could run in a SIGKILLed process: its temporary folders stay behind
         shutil.rmtree(root, ignore_errors=True)
         remove_temp_folders_of(proc.pid)
+
+
+def test_an_agent_shaped_archive_never_writes_outside_its_folder(tmp_path):
+    """Members that escape (../, absolute, a link out and a write through it) are skipped; the rest land."""
+    import io
+    import tarfile
+
+    from ahe.sandbox.local_files import extract_untrusted_tar
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add(name: str, data: bytes = b"x", **kw) -> None:
+            info = tarfile.TarInfo(name)
+            for k, v in kw.items():
+                setattr(info, k, v)
+            info.size = 0 if kw else len(data)
+            tar.addfile(info, None if kw else io.BytesIO(data))
+        add("ok/file.txt", b"kept")
+        add("../escaped.txt")
+        add(str(tmp_path / "absolute.txt"))
+        add("out", type=tarfile.SYMTYPE, linkname=str(tmp_path))
+        add("out/through-link.txt")
+    dest = tmp_path / "dest"
+    extract_untrusted_tar(buf.getvalue(), dest)
+    assert (dest / "ok/file.txt").read_bytes() == b"kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dest"]

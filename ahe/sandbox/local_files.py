@@ -204,27 +204,19 @@ def tar_folder(local: Path) -> bytes:
 
 
 def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's 'data' filter, but skipping (not failing on) members that would escape."""
-    if hasattr(tarfile, "data_filter"):
-        try:
-            return tarfile.data_filter(member, dest)
-        except tarfile.FilterError:
-            return None
-    name = PurePosixPath(member.name)
-    if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
-        return None  # old Python: keep only plain files and folders
-    return member
+    """tarfile's 'data' filter (Python >= 3.11.4, pyproject's floor), but skipping (not failing on)
+    members that would escape."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None
 
 
 def extract_untrusted_tar(data: bytes, dest: Path) -> None:
     """Unpack an archive the agent could have shaped, never writing outside `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, filter=_skip_unsafe)
-        else:
-            tar.extractall(dest, members=[m for m in tar.getmembers()
-                                          if _skip_unsafe(m, str(dest)) is not None])
+        tar.extractall(dest, filter=_skip_unsafe)
 
 
 async def read_outputs(host_out: Path, host_err: Path, out: str, err: str,
