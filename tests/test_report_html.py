@@ -157,8 +157,9 @@ class Chromium:
                 pass
 
 
-def load_in_chromium(html: Path, tmp: Path, screenshot: Path | None = None) -> dict:
-    """Load the file; return {"console": [...], "exceptions": [...], "requests": [...], "dom": {...}}."""
+def load_in_chromium(html: Path, tmp: Path, screenshot: Path | None = None, clip: str | None = None) -> dict:
+    """Load the file; return {"console": [...], "exceptions": [...], "requests": [...], "dom": {...}}.
+    With `clip` (a CSS selector) the screenshot is cropped to that element."""
     assert CHROMIUM, "AHE_REQUIRE_CHROMIUM=1 but no chromium on PATH (apt-get install -y chromium)"
     profile = tmp / "chromium-profile"
     profile.mkdir(parents=True, exist_ok=True)
@@ -196,12 +197,27 @@ def load_in_chromium(html: Path, tmp: Path, screenshot: Path | None = None) -> d
           calibrationRows: Array.from(document.querySelectorAll('#calibration-table tr')).map(r => r.innerText),
           efficiencyRows: Array.from(document.querySelectorAll('#efficiency-table tr')).map(r => r.innerText),
           figuresBox: (() => { const b = document.querySelector('#attribution-chart').getBoundingClientRect(); return [b.width, b.height]; })(),
+          treeSection: !!document.querySelector('#sec-tree'),
+          treeNodes: Array.from(document.querySelectorAll('#search-tree g.tree-node')).map(g => [g.dataset.node, g.getAttribute('class')]),
+          treeEdges: Array.from(document.querySelectorAll('#search-tree g.tree-edge')).map(g => [g.dataset.from, g.dataset.to, g.getAttribute('class')]),
+          treeLabels: Array.from(document.querySelectorAll('#search-tree text.edge-label')).map(t => t.firstChild.textContent),
+          treeLegend: !!document.querySelector('#tree-legend'),
+          treeBest: (document.querySelector('#tree-best') || {}).innerText || null,
+          treeMerges: Array.from(document.querySelectorAll('#tree-merges tr')).map(r => r.innerText),
+          treeBox: (() => { const e = document.querySelector('#search-tree'); if (!e) return null; const b = e.getBoundingClientRect(); return [b.width, b.height]; })(),
           text: document.body.innerText
         })"""
         res = c.send("Runtime.evaluate", {"expression": probe, "returnByValue": True}, session=sid)
         dom = json.loads(res["result"]["value"])
         if screenshot is not None:
-            shot = c.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": False}, session=sid)
+            params: dict = {"format": "png", "captureBeyondViewport": False}
+            if clip:
+                rect = c.send("Runtime.evaluate", {"expression": f"JSON.stringify((() => {{ const b = document.querySelector("
+                              f"{json.dumps(clip)}).getBoundingClientRect(); return [b.left + scrollX, b.top + scrollY, b.width, "
+                              "b.height]; })())", "returnByValue": True}, session=sid)
+                x, y, w, h = json.loads(rect["result"]["value"])
+                params.update(clip={"x": x, "y": y, "width": w, "height": h, "scale": 1}, captureBeyondViewport=True)
+            shot = c.send("Page.captureScreenshot", params, session=sid)
             screenshot.parent.mkdir(parents=True, exist_ok=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
         ev = [e for e in c.events if e.get("sessionId") == sid]
@@ -266,6 +282,7 @@ def test_report_loads_in_headless_chromium(demo_run: Path, tmp_path: Path) -> No
     assert all((demo_run / e).exists() for e in dom["evidence"])
     assert dom["predictions"] >= 3 and dom["usage"] >= 5
     assert not dom["transfer"] and dom["scripts"] == 0
+    assert not dom["treeSection"] and dom["treeNodes"] == []  # a line run: no search tree section
     # the paper's figures: pass@1 by difficulty (the demo's three tasks are easy: overall + easy lines),
     # the self-attribution of round 2 (chg-1 fixed X as predicted; chg-2 predicted Z, which did not
     # improve; Y regressed unpredicted), calibration, Succ/Mtok per iteration

@@ -256,6 +256,20 @@ def _figures(run: RunFolder) -> dict[str, Any]:
             "attribution_svg": html_figures.attribution_chart(figures["self_attribution"])}
 
 
+def _tree(run: RunFolder) -> dict[str, Any] | None:
+    """The search tree of a `search: tree` run (tree_view.tree_summary) drawn as SVG; None for other runs."""
+    from ahe.report import html_tree
+    from ahe.report.tree_view import tree_summary
+
+    try:
+        summary = tree_summary(run)
+    except Exception:  # noqa: BLE001 - tree.json being written: the section shows as pending
+        return {"error": "tree.json is being written or cannot be read (pending)"}
+    if summary is None:
+        return None
+    return {**summary, "svg": html_tree.tree_svg(summary), "legend_svg": html_tree.tree_legend()}
+
+
 def _last_best_decision(run: RunFolder) -> dict | None:
     """How the current H_best was declared under the noise policy (reeval.json `best`), if it was."""
     from ahe.report.audit import best_decisions
@@ -295,7 +309,7 @@ def collect(run_dir: Path, out_dir: Path) -> dict[str, Any]:
         "roles": roles, "usage_rows": usage_rows, "totals": (read_json(run.scores_json) or {}).get("totals") or {},
         "token_svg": svg.token_bars([(u["iteration"], u["tokens"]) for u in usage_rows if not u["pending"]], roles),
         "transfer": _transfer_table(read_json(transfer_file)) if transfer_file.exists() else None,
-        "splits": collect_splits(run, scores),
+        "splits": collect_splits(run, scores), "tree": _tree(run),
         "swe_ci_rows": swe_ci_rows, "swe_ci_columns": swe_ci_columns,
         "metric": scores.metric, "best_metric_value": scores.best_metric_value,
         "bill": bill_summary(run),

@@ -38,6 +38,15 @@ pre.diff span{display:block;white-space:pre}.diff .add{background:#e6ffec}.diff 
 .diff .hunk{color:#6f42c1}.diff .meta{color:#888}
 dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0}dl.kv dt{color:#555}dl.kv dd{margin:0}
 .hit{color:#0b6b2f;font-weight:600}.miss{color:#a61b1b}
+svg .tree-node .box{fill:#fff;stroke:#888;stroke-width:1.2}svg.tree .node-id{font-weight:700}svg.tree .node-meta{fill:#555}svg.tree .node-marks{fill:#1f3b63;font-size:11px}
+svg .tree-node.on-path .box{stroke:#222;stroke-width:2.5}svg .tree-node.finalist .box{stroke:#4c78a8;stroke-width:3}
+svg .tree-node.best .box{fill:#e3f4e1;stroke:#1a9850;stroke-width:4}svg .tree-node.exhausted .box{stroke-dasharray:5 3}
+svg .tree-node.pruned .box{fill:#ececec;stroke:#bbb}svg.tree .tree-node.pruned text{fill:#999}
+svg .bar-track{stroke:#ddd;stroke-width:6;stroke-linecap:round}svg .bar-ci{stroke:#4c78a8;stroke-width:6;stroke-linecap:round}
+svg .bar-mean{fill:#fff;stroke:#1f3b63;stroke-width:2}svg .tree-node.pruned .bar-ci{stroke:#bbb}
+svg .tree-edge path{fill:none;stroke:#999;stroke-width:1.5}svg .tree-edge.merge-edge path{stroke-dasharray:6 4}
+svg .tree-edge.on-path path{stroke:#222;stroke-width:4}svg.tree .edge-label{font-size:11px;fill:#444}
+.tree-box{overflow-x:auto}
 </style>
 </head>
 <body>
@@ -50,7 +59,7 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 {% if best_decision %}{% set bd = best_decision %}<p class="meta" id="best-decision">H<sub>best</sub> by the evidence (after iteration {{ bd.iteration }}):
 {% if bd.p_lead is not none %}P(its lead over <code>{{ (bd.runner_up or '')[:12] }}</code> on {{ bd.tasks|join(', ') }}) = {{ "%.3f"|format(bd.p_lead) }}{% endif %}{% if bd.spent %}, after {{ bd.spent }} re-evaluation trials of {{ bd.reeval_tasks|join(', ') }} on both{% endif %}{% if bd.leader_before and bd.leader_before != bd.best_commit %} (before them the evidence favoured <code>{{ bd.leader_before[:12] }}</code>){% endif %} — {{ bd.reason }}.</p>{% endif %}
 <nav>Sections: <a href="#sec-curve">pass@1</a> · <a href="#sec-heatmap">tasks</a> · <a href="#sec-timeline">changes</a>
- · <a href="#sec-predictions">predictions</a> · <a href="#sec-figures">figures</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
+ · <a href="#sec-predictions">predictions</a> · <a href="#sec-figures">figures</a> · <a href="#sec-usage">tokens &amp; cost</a>{% if tree %} · <a href="#sec-tree">search tree</a>{% endif %}{% if splits %} · <a href="#sec-splits">splits</a>{% endif %}{% if transfer %} · <a href="#sec-transfer">transfer</a>{% endif %}</nav>
 </header>
 
 <section id="sec-curve">
@@ -59,6 +68,26 @@ dl.kv{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px
 <span class="key"></span>pass@1 <span class="key best"></span>best so far (the larger dot marks H<sub>best</sub>)</p>
 {{ curve_svg }}
 </section>
+
+{% if tree %}
+<section id="sec-tree">
+<h2>Search tree</h2>
+{% if tree.error %}<p class="pending">{{ tree.error }}</p>{% else %}
+<p id="tree-best">{% if tree.best %}Best: <strong>{{ tree.best }}</strong> — {{ tree.best_reason }}{% else %}<span class="pending">no best chosen yet</span>{% endif %}</p>
+<p class="meta">Every node of <code>tree.json</code> is an evaluated harness (branch <code>node-NNN</code>), placed by depth from the seed;
+each edge is labelled with the change ids the child adds; est. = the Beta posterior's mean of pass@1 over the node's own trials, with its 95 % interval.
+{% if tree.path_to_best %}Path to best: {{ tree.path_to_best|join(" → ") }}.{% endif %}</p>
+{{ tree.legend_svg }}
+<div class="tree-box">{{ tree.svg }}</div>
+<h3>Merges</h3>
+{% if tree.merges %}<table id="tree-merges">
+<tr><th>round</th><th>parts</th><th>result</th><th>reason</th></tr>
+{% for m in tree.merges %}<tr data-made="{{ 'yes' if m.node else 'no' }}"><td class="num">{{ m.iteration }}</td><td>{{ m.parts|join(" + ") }}</td>
+<td>{% if m.node %}made <strong>{{ m.node }}</strong>{% else %}not made{% endif %}</td><td>{{ m.reason }}</td></tr>{% endfor %}
+</table>{% else %}<p class="meta">no merge tried yet</p>{% endif %}
+{% endif %}
+</section>
+{% endif %}
 
 {% if splits %}
 <section id="sec-splits">

@@ -34,7 +34,8 @@ def tree_summary(run: RunFolder) -> dict[str, Any] | None:
         nodes.append({"id": n.id, "commit": n.commit, "parent": n.parent, "kind": n.kind, "iteration": n.iteration,
                       "changes": list(n.changes), "merged_from": list(n.merged_from), "rolled_back": list(n.rolled_back),
                       "trials": n.n_trials, "passed": n.n_passed, "estimate": round(mean, 4), "sd": round(sd, 4),
-                      "interval": [round(low, 4), round(high, 4)], "status": _status(tree, n.id, on_path)})
+                      "interval": [round(low, 4), round(high, 4)], "pruned": n.pruned, "exhausted": n.exhausted,
+                      "status": _status(tree, n.id, on_path)})
     return {"nodes": nodes, "merges": [m.model_dump() for m in tree.merges],
             "rounds": [r.model_dump() for r in tree.rounds], "finalists": list(tree.finalists), "best": tree.best,
             "best_reason": tree.best_reason, "path_to_best": path_to_best}
