@@ -1,0 +1,129 @@
+"""`search: tree` under stress (issue 36): killed mid-tree and resumed, a budget that runs out in
+the middle of a tree round, and the tree with a sealed held-out split (item 6).
+
+Each test is a real `ahe evolve` on the demo tasks (the scripted evolve agent and mock models over
+real HTTP, trials in bwrap), two rounds at k=2 so a run takes well under a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from ahe.demo import write_demo
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+def ahe(*args: str, env: dict | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ahe.cli", *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "250", **(env or {})})
+
+
+def tree_json(run: Path) -> dict:
+    return json.loads((run / "tree.json").read_text())
+
+
+def shape(run: Path) -> dict:
+    """tree.json without what differs between two runs of the same script (commit ids, timestamps)."""
+    t = tree_json(run)
+    keys = ("id", "kind", "parent", "iteration", "changes", "merged_from", "rolled_back", "n_trials", "n_passed",
+            "evaluations", "pruned", "exhausted")
+    return {"nodes": [{k: n[k] for k in keys} for n in t["nodes"]], "rounds": t["rounds"], "finalists": t["finalists"],
+            "merges": [(m["iteration"], m["parts"], m["node"]) for m in t["merges"]], "best": t["best"]}
+
+
+def trial_results(run: Path) -> dict[Path, str]:
+    return {p: p.read_text() for p in run.glob("**/rollouts/*/trial-*/result.json") if "workspace" not in p.parts}
+
+
+def evolve_calls(run: Path) -> dict[Path, int]:
+    """Every evolve call's transcript (the tree's children and the line's), by its write time."""
+    return {p: p.stat().st_mtime_ns for p in run.glob("iterations/*/**/evolve/trajectory.json") if "workspace" not in p.parts}
+
+
+def judged_best(run: Path) -> dict:
+    t = tree_json(run)
+    best = next(n for n in t["nodes"] if n["id"] == t["best"])
+    assert best["n_trials"] > 0 and "estimated pass@1" in t["best_reason"] and "[" in t["best_reason"]
+    assert git.Repo(run / "workspace").commit("best").hexsha == best["commit"]
+    scores = json.loads((run / "scores.json").read_text())
+    assert scores["best_commit"] == best["commit"]
+    return best
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("ref")
+    proc = ahe("evolve", str(write_demo(d, iterations=2, search="tree")), "--run-dir", str(d / "run"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    return d / "run"
+
+
+# ---------------------------------------------------------------------------- 1. resume mid-tree
+@pytest.mark.parametrize("kill_at", ["001/tree-child-1-evaluated",  # right after a child's evaluation
+                                     "001/tree-child-2-evaluated",  # both children evaluated, before the merge
+                                     "001/tree-merge-evaluated"])  # the merge evaluated, not yet recorded
+def test_killed_mid_tree_resumes_without_rerunning_a_trial_or_an_evolve_call(reference, tmp_path, kill_at):
+    run = tmp_path / "run"
+    killed = ahe("evolve", str(write_demo(tmp_path, iterations=2, search="tree")), "--run-dir", str(run), "-q",
+                 env={"AHE_KILL_AT": kill_at})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    finished, calls = trial_results(run), evolve_calls(run)
+    evaluated = {p: p.read_text() for p in run.glob("iterations/001/tree/*/harness.json")}
+    child = 1 if "child-1" in kill_at else 2
+    assert len(calls) == child  # the kill landed where it says: that many evolve calls made, none after
+    assert len(list(run.glob(f"iterations/001/tree/c{child}/rollouts/*/trial-*/result.json"))) == 6
+    resumed = ahe("evolve", "--resume", str(run), "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    after = trial_results(run)
+    assert {p: after[p] for p in finished} == finished  # no finished trial was run again
+    assert {p: t for p, t in evolve_calls(run).items() if p in calls} == calls  # no evolve call was made again
+    assert len(evolve_calls(run)) == len(evolve_calls(reference))
+    assert len(after) == len(trial_results(reference))
+    assert shape(run) == shape(reference)  # the same tree as the run never killed
+    assert {p: p.read_text() for p in evaluated} == evaluated  # the same commits (a merge is not made again)
+    tokens = json.loads((run / "scores.json").read_text())["totals"]["tokens"]
+    assert tokens == json.loads((reference / "scores.json").read_text())["totals"]["tokens"]  # what was spent before the kill counts once
+    t = tree_json(run)
+    repo = git.Repo(run / "workspace")
+    for n in t["nodes"]:  # each node's branch is its commit, and that commit is what its folders evaluated
+        assert repo.commit(n["id"]).hexsha == n["commit"]
+        for folder in n["evaluations"]:
+            assert json.loads((run / folder / "harness.json").read_text())["commit"] == n["commit"], folder
+    judged_best(run)
+
+
+# ---------------------------------------------------------------------------- 2. budget mid-round
+@pytest.fixture(scope="module")
+def budget_run(tmp_path_factory) -> Path:
+    # iteration 1's line rollout spends ~6k agent tokens, tree child 1 ~6k, child 2 ~8k: 15k runs out during child 2
+    d = tmp_path_factory.mktemp("budget")
+    cfg = write_demo(d, iterations=3, search="tree")
+    cfg.write_text(cfg.read_text() + "budgets:\n  max_tokens: {agent: 15000}\n")
+    proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    return d / "run"
+
+
+def test_a_budget_spent_mid_round_still_ends_with_a_judged_best(budget_run):
+    run = budget_run
+    best = judged_best(run)
+    t = tree_json(run)
+    assert "no re-evaluation (token budget of agent (15,000) reached" in t["best_reason"]
+    assert not (run / "tree-final").exists()  # a spent budget buys no re-evaluation
+    assert [r["iteration"] for r in t["rounds"]] == [1] and not (run / "iterations" / "002" / "evolve").exists()
+    assert best["id"] == "node-002"  # the lesson branch: 4/6 on its one evaluation
+    audit = json.loads(ahe("audit", str(run), "--format", "json").stdout)
+    assert audit["stopped"] == "token budget of agent (15,000) reached" and audit["tree"]["best"] == best["id"]
+    table = ahe("audit", str(run)).stdout
+    assert "token budget of agent (15,000) reached" in table
