@@ -103,13 +103,28 @@ def test_killed_mid_tree_resumes_without_rerunning_a_trial_or_an_evolve_call(ref
     judged_best(run)
 
 
+# ---------------------------------------------------------------------------- 3. a branch pruned
+def test_a_pruned_node_is_never_expanded_afterwards(reference):
+    t = tree_json(reference)
+    pruned_in = {nid: r["iteration"] for r in t["rounds"] for nid in r["pruned"]}
+    assert pruned_in == {"node-001": 2}  # the middleware branch regresses: pruned at the start of round 2
+    assert all(n["pruned"] == (n["id"] in pruned_in) for n in t["nodes"])
+    for nid, when in pruned_in.items():
+        assert [r for r in t["rounds"] if r["iteration"] >= when and nid in r["expansions"]] == []  # no evolve call from it
+        later = [n for n in t["nodes"] if n["iteration"] >= when]
+        assert all(n["parent"] != nid and nid not in n["merged_from"] for n in later)  # no child, no merge takes it
+        assert [m for m in t["merges"] if m["iteration"] >= when and nid in m["parts"]] == []
+    assert "node-001" in t["rounds"][0]["children"]  # it was a real branch before
+
+
 # ---------------------------------------------------------------------------- 2. budget mid-round
 @pytest.fixture(scope="module")
 def budget_run(tmp_path_factory) -> Path:
-    # iteration 1's line rollout spends ~6k agent tokens, tree child 1 ~6k, child 2 ~8k: 15k runs out during child 2
+    # with one task held out, iteration 1's line rollout spends ~2.9k agent tokens, tree child 1 ~2.9k,
+    # child 2 ~5.2k, the merge ~5.2k: 8k runs out during child 2
     d = tmp_path_factory.mktemp("budget")
     cfg = write_demo(d, iterations=3, search="tree")
-    cfg.write_text(cfg.read_text() + "budgets:\n  max_tokens: {agent: 15000}\n")
+    cfg.write_text(cfg.read_text() + "holdout: {}\nbudgets:\n  max_tokens: {agent: 8000}\n")
     proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
     assert proc.returncode == 0, proc.stderr
     return d / "run"
@@ -119,11 +134,80 @@ def test_a_budget_spent_mid_round_still_ends_with_a_judged_best(budget_run):
     run = budget_run
     best = judged_best(run)
     t = tree_json(run)
-    assert "no re-evaluation (token budget of agent (15,000) reached" in t["best_reason"]
+    assert "no re-evaluation (token budget of agent (8,000) reached" in t["best_reason"]
     assert not (run / "tree-final").exists()  # a spent budget buys no re-evaluation
     assert [r["iteration"] for r in t["rounds"]] == [1] and not (run / "iterations" / "002" / "evolve").exists()
-    assert best["id"] == "node-002"  # the lesson branch: 4/6 on its one evaluation
+    assert best["id"] == "node-002"  # the lesson branch: 2/4 on its one evaluation, the seed 0/4
+    assert len(t["rounds"][0]["children"]) == 2 and t["merges"][0]["node"]  # the round ran to its end (the evolve phase)
+    spent = json.loads((run / "scores.json").read_text())["totals"]["tokens"]["agent"]
+    assert spent >= 8000 and not (run / "iterations" / "002").exists()  # the round finished, no other began
+    # the tree's best, not the line's (the line evaluated only the seed before the budget ended it), is held out
+    held = json.loads((run / "holdout" / "result.json").read_text())
+    assert held["best"]["commit"] == best["commit"] != held["seed"]["commit"]
     audit = json.loads(ahe("audit", str(run), "--format", "json").stdout)
-    assert audit["stopped"] == "token budget of agent (15,000) reached" and audit["tree"]["best"] == best["id"]
+    assert audit["stopped"] == "token budget of agent (8,000) reached" and audit["tree"]["best"] == best["id"]
     table = ahe("audit", str(run)).stdout
-    assert "token budget of agent (15,000) reached" in table
+    assert "token budget of agent (8,000) reached" in table
+
+
+# ---------------------------------------------------------------------------- 4. held-out gains
+@pytest.fixture(scope="module")
+def holdout_run(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("holdout")
+    cfg = write_demo(d, iterations=2, search="tree")
+    cfg.write_text(cfg.read_text() + "holdout: {}\n")
+    proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
+    assert proc.returncode == 0, proc.stderr
+    return d / "run"
+
+
+def _files_naming(root: Path, name: str) -> list[str]:
+    return sorted(str(p) for p in root.rglob("*") if p.is_file() and name.encode() in p.read_bytes())
+
+
+def test_every_tree_node_is_estimated_on_the_search_split_only(holdout_run):
+    run = holdout_run
+    split = json.loads((run / "holdout" / "split.json").read_text())
+    (held,) = split["held_out"]
+    t = tree_json(run)
+    assert len(t["nodes"]) == 4 and t["merges"][0]["node"] and (run / "tree-final").is_dir()
+    for n in t["nodes"]:
+        for folder in n["evaluations"]:  # the children, the merge, the line's rounds, the finalists
+            assert sorted(json.loads((run / folder / "results.json").read_text())["tasks"]) == split["search"], folder
+    assert _files_naming(run / "iterations", held) == [] and _files_naming(run / "tree-final", held) == []
+    assert held not in (run / "tree.json").read_text()
+
+
+def test_the_tree_best_is_scored_once_on_the_held_out_split_with_the_seed(holdout_run):
+    run = holdout_run
+    best = judged_best(run)
+    r = json.loads((run / "holdout" / "result.json").read_text())
+    repo = git.Repo(run / "workspace")
+    assert r["best"]["commit"] == best["commit"] and r["seed"]["commit"] == repo.commit("iter-000").hexsha
+    seed = next(n for n in tree_json(run)["nodes"] if n["kind"] == "seed")
+    assert r["search_best"] == pytest.approx(best["n_passed"] / best["n_trials"])  # the node's pooled estimate
+    assert r["search_seed"] == pytest.approx(seed["n_passed"] / seed["n_trials"])  # the seed pooled the same way
+    for label in ("seed", "best"):  # once: one held-out task × k=2, nothing else
+        assert sorted(p.parent.name for p in (run / "holdout" / label / "rollouts").glob("*/trial-*")) == split_held(run)
+        assert r[label]["n_trials"] == 2
+    assert (run / "history.md").read_text().count("- held-out check") == 1
+
+
+def split_held(run: Path) -> list[str]:
+    (held,) = json.loads((run / "holdout" / "split.json").read_text())["held_out"]
+    return [held, held]
+
+
+def test_audit_and_report_show_the_tree_run_s_search_and_held_out_gains(holdout_run):
+    run = holdout_run
+    r = json.loads((run / "holdout" / "result.json").read_text())
+    audit = json.loads(ahe("audit", str(run), "--format", "json").stdout)
+    h = audit["holdout"]
+    assert h["gain_points"] == r["gain_points"] and h["search_gain_points"] == pytest.approx(
+        100 * (r["search_best"] - r["search_seed"])) and "number to trust" in h["words"]
+    assert audit["tree"]["best"] == tree_json(run)["best"]
+    table = ahe("audit", str(run)).stdout
+    assert "held-out check" in table and "gain on the search split" in table and "Search tree" in table
+    assert ahe("report", str(run)).returncode == 0
+    html = (run / "report.html").read_text()
+    assert 'data-split="search"' in html and 'data-split="held-out"' in html and "the number to trust" in html

@@ -33,9 +33,9 @@ def _files(tree: Tree, node: Node, other: Node) -> tuple[list, set[str]]:
 
 
 def candidates(tree: Tree) -> list[tuple[Node, Node]]:
-    """Pairs (base, other) not tried before, each side holding a change the other lacks, best pair first."""
+    """Pairs (base, other) of unpruned nodes not tried before, each side holding a change the other lacks, best pair first."""
     tried = {frozenset(m.parts) for m in tree.merges}
-    nodes = [n for n in tree.nodes if n.n_trials > 0 and n.kind != "rollback"]
+    nodes = [n for n in tree.nodes if n.n_trials > 0 and n.kind != "rollback" and not n.pruned]  # a pruned node is never expanded
     pairs = []
     for i, a in enumerate(nodes):
         for b in nodes[i + 1:]:
