@@ -103,6 +103,27 @@ def test_killed_mid_tree_resumes_without_rerunning_a_trial_or_an_evolve_call(ref
     judged_best(run)
 
 
+def test_killed_at_a_moment_inside_the_tree_round_resumes_to_the_same_tree(reference, tmp_path):
+    # 3 s into iteration 1's evolve phase (the tree's round): inside an evolve call or a child's
+    # trials, wherever the machine's speed puts it; every invariant below holds wherever it lands
+    run = tmp_path / "run"
+    killed = ahe("evolve", str(write_demo(tmp_path, iterations=2, search="tree")), "--run-dir", str(run), "-q",
+                 env={"AHE_KILL_AT": "001/evolve+3"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    finished = trial_results(run)
+    final = {p: t for p, t in evolve_calls(run).items()
+             if json.loads((p.parent / "manifest.json").read_text() if (p.parent / "manifest.json").exists() else "{}").get("head_commit")}
+    resumed = ahe("evolve", "--resume", str(run), "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    after = trial_results(run)
+    assert {p: after[p] for p in finished} == finished
+    assert {p: t for p, t in evolve_calls(run).items() if p in final} == final  # a finished call is not made again
+    assert shape(run) == shape(reference)
+    tokens = json.loads((run / "scores.json").read_text())["totals"]["tokens"]
+    assert tokens == json.loads((reference / "scores.json").read_text())["totals"]["tokens"]
+    judged_best(run)
+
+
 # ---------------------------------------------------------------------------- 3. a branch pruned
 def test_a_pruned_node_is_never_expanded_afterwards(reference):
     t = tree_json(reference)
