@@ -45,15 +45,27 @@ async def score_holdout(ctx: PhaseContext, split: Split, scores: Scores) -> Hold
     best = await _score(ctx, split, "best", best_commit, scores.best_iteration, k)
     common = sorted(set(seed.per_task) & set(best.per_task))
     diffs = [100 * (best.per_task[t] - seed.per_task[t]) for t in common]
-    first = scores.get(1)
     result = HoldoutResult(
         source=split.source, search_tasks=len(split.search), held_out=split.held_out, k=k, seed=seed, best=best,
         gain_points=round(100 * (best.pass_at_1 - seed.pass_at_1), 3), ci95_points=paired_ci(diffs),
-        search_seed=first.pass_at_1 if first else None, search_best=scores.best_pass_at_1)
+        search_seed=_search_seed(ctx, scores), search_best=scores.best_pass_at_1)
     from ahe.io import atomic_write_json
 
     atomic_write_json(holdout_dir(ctx.run) / "result.json", result.model_dump(mode="json"))
     return result
+
+
+def _search_seed(ctx: PhaseContext, scores: Scores) -> float | None:
+    """The seed's pass@1 on the search split, measured as best's was: iteration 1's round on a line;
+    under `search: tree` the seed node's pooled trials (every evaluation of it), as the tree's best."""
+    if ctx.cfg.search == "tree":
+        from ahe.evolution.tree.archive import load_tree
+
+        seed = next((n for n in load_tree(ctx.run).nodes if n.kind == "seed" and n.n_trials > 0), None)
+        if seed is not None:
+            return round(seed.n_passed / seed.n_trials, 6)
+    first = scores.get(1)
+    return first.pass_at_1 if first else None
 
 
 def words(r: HoldoutResult) -> str:

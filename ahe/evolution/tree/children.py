@@ -110,6 +110,16 @@ async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: N
     return Made(node=node, evolve=usage, rollouts=results.usage)
 
 
+def recorded(ctx: "PhaseContext", tree: Tree, it: int, i: int, child: str | None) -> Made:
+    """A child a resumed round made before the kill: its node and the usage it spent (read back from
+    its folder, so the round's tokens — and the budgets — count it once, as if never killed)."""
+    d = ctx.run.iteration(it).root / "tree" / f"c{i}"
+    manifest = read_model(d / "evolve" / "manifest.json", Manifest)
+    results = read_model(d / "results.json", RunResults) if child else None
+    return Made(node=tree.node(child) if child else None, evolve=Usage.model_validate(manifest.usage or {}) if manifest else Usage(),
+                rollouts=results.usage if results else Usage())
+
+
 def _renamed(c: ChangeEntry, n: int) -> ChangeEntry:
     """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1."""
     return c if c.id.startswith("n") and "-chg-" in c.id else c.model_copy(update={"id": f"n{n:03d}-{c.id}"})

@@ -39,7 +39,7 @@ class TreeSearch:
 
     async def expand(self, ctx: "PhaseContext", it: int, prior: tuple[ChangeEntry, ...]) -> Expansion:
         from ahe.evolution.context import StopRequested
-        from ahe.evolution.tree.children import expand_one
+        from ahe.evolution.tree.children import expand_one, recorded
         from ahe.evolution.tree.merge import try_merge
         from ahe.evolution.tree.sync import sync
         from ahe.harness.manifest import write_manifest
@@ -56,17 +56,16 @@ class TreeSearch:
         save_tree(ctx.run, tree)
         evolve, rollouts, new = Usage(), Usage(), []
         for i, parent_id in enumerate(rec.expansions, 1):
-            if i <= len(rec.children):
-                child = rec.children[i - 1]
-                new += [tree.node(child)] if child else []
-                continue
-            made = await expand_one(ctx, tree, it, i, tree.node(parent_id), st.width)
-            if ctx.should_stop():
-                raise StopRequested()
+            if i <= len(rec.children):  # made before a kill: counted, not made again
+                made = recorded(ctx, tree, it, i, rec.children[i - 1])
+            else:
+                made = await expand_one(ctx, tree, it, i, tree.node(parent_id), st.width)
+                if ctx.should_stop():
+                    raise StopRequested()
+                rec.children.append(made.node.id if made.node else None)
+                save_tree(ctx.run, tree)
             evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
-            rec.children.append(made.node.id if made.node else None)
             new += [made.node] if made.node else []
-            save_tree(ctx.run, tree)
         if st.merge:
             made = await try_merge(ctx, tree, it)
             if made is not None:
