@@ -72,6 +72,7 @@ class RoundRecord(BaseModel):
     pruned: list[str] = Field(default_factory=list)
     stopped: list[str] = Field(default_factory=list, description="branches the budget's rule stopped this round")
     budget: str | None = Field(default=None, description="the round's allocation under a budget, in words")
+    merge_fits: bool = True  # under a budget: one more evaluation round (the merge's) still fits
     line: str | None = None
     done: bool = False
 
