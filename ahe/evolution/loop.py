@@ -168,7 +168,8 @@ class EvolutionLoop:
                     if state.is_done(it, phase):
                         continue
                     ahead = None if final or phase != "debug" else budget_ahead(
-                        self.cfg, scores, it, self._elapsed(), reserve_trials=trials_to_come(self.cfg, self._split, self.run))
+                        self.cfg, scores, it, self._elapsed(), reserve_trials=trials_to_come(self.cfg, self._split, self.run),
+                        search_allocates=self.cfg.search == "tree")
                     if ahead:
                         return await self._finish(ctx, state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (

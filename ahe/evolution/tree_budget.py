@@ -11,8 +11,9 @@ run so far by `ahe.evolution.tree.budget`. The same numbers, the same answer.
   `width`); the binding budget is the one that affords the fewest.
 - A branch's value per unit is its expected improvement over the best estimate (what its child is
   expected to add, as `choose_expansions`' `ei` rule reads it) divided by the price of that child.
-  A live branch whose value per unit is below `stop_share` of the best branch's is `stopped`: never
-  expanded again; the run goes on with the others. The best branch is never stopped.
+  A live branch whose value per unit is below `stop_share` of the best branch's is `stopped`: not
+  expanded; the run goes on with the others. Every round judges every branch again (a stopped one
+  is expanded again once it is worth its price next to the others). The best branch is never stopped.
 - The merge (one more evaluation round) is tried only when it still fits after the children.
 """
 

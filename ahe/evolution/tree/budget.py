@@ -2,8 +2,8 @@
 costs measured on the run so far (the rule itself: ahe.evolution.tree_budget, docs/search.md).
 
 Per budget of `budgets.max_tokens` / `budgets.max_cost_usd` (a role, or `total`):
-- one evaluation round of a child = this round's trials × the bill's measured cost of one trial
-  (ahe.evolution.bill: the trials' own usage; the forecast's unit before any was measured);
+- one evaluation round of a child = what this round's line rollout cost (scores.json, before the
+  children's are added); without it, the round's trials × the bill's unit cost of one trial;
 - one evolve call = the evolve tokens (dollars) spent so far / the evolve calls made so far, or the
   bill's start unit for one session before the first call;
 - kept free: the next round's line rollout and this round's debugger spend again.
@@ -58,7 +58,8 @@ def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
         spent = totals[field]
         evolve = spent.get("evolve", 0.0) / calls if calls else unit(field, "evolve", 1, costs.evolve)
         debug = float((getattr(cur, field) if cur else {}).get("debugger", 0.0))
-        evaluation = unit(field, "agent", trials, costs.agent)
+        line = float((getattr(cur, field) if cur else {}).get("agent", 0.0))  # this round's line rollout, as billed
+        evaluation = line if line > 0 else unit(field, "agent", trials, costs.agent)
         for role, limit in limits.items():
             def pick(per_role: dict[str, float]) -> float:
                 return sum(per_role.values()) if role == "total" else per_role.get(role, 0.0)

@@ -42,12 +42,13 @@ def _allocate(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord) -> int
 
     st = ctx.cfg.tree
     budgets = spends(ctx, it)
-    alloc = allocate([n.choice() for n in tree.nodes], budgets, width=st.width,
+    # every round judges every branch again: one stopped earlier may be the best left now
+    alloc = allocate([n.choice().model_copy(update={"stopped": False}) for n in tree.nodes], budgets, width=st.width,
                      rounds_left=ctx.cfg.iterations - it + 1, stop_share=st.stop_share)
     bind = next((b for b in budgets if b.unit == alloc.unit), None)
     rec.budget, rec.merge_fits = words(bind, alloc.slots, alloc.affordable), alloc.merge
-    for nid, why in alloc.stopped.items():
-        tree.node(nid).stopped = f"iteration {it}: {why}"
+    for n in tree.nodes if alloc.slots else []:
+        n.stopped = f"iteration {it}: {alloc.stopped[n.id]}" if n.id in alloc.stopped else None
     rec.stopped = sorted(alloc.stopped)
     if rec.budget:
         stopped = f"; stopped {', '.join(rec.stopped)}" if rec.stopped else ""
