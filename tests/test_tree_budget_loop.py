@@ -74,6 +74,8 @@ def test_the_budget_is_spent_across_branches_and_rounds_and_the_run_ends_with_a_
         why = tree.node(nid).stopped
         assert why.startswith("iteration 2: its child's expected gain per unit of budget is ")
         assert "below 0.25 of the best branch's (node-002:" in why
+    assert "is 3.91e-07 pass@1 per tokens (agent) (0.0033 for one child at 8,318)" in tree.node("node-000").stopped
+    assert tree.node("node-000").stopped.endswith("(node-002: 5.93e-06)")
     assert tree.node("node-002").stopped is None
     # round 3: nothing affordable — no evolve call; best judged without a re-evaluation
     assert "0 affordable, 0 this round" in r3.budget and r3.expansions == [] and not r3.done
@@ -83,7 +85,7 @@ def test_the_budget_is_spent_across_branches_and_rounds_and_the_run_ends_with_a_
     assert "search tree budget, iteration 2: " in history and "; stopped node-000, node-003" in history
     scores = json.loads((budget_run / "scores.json").read_text())
     spent = sum(s["tokens"].get("agent", 0) for s in scores["iterations"])
-    assert spent <= BUDGET and [s["iteration"] for s in scores["iterations"]] == [1, 2, 3]
+    assert spent == 45_268 <= BUDGET and [s["iteration"] for s in scores["iterations"]] == [1, 2, 3]
     assert "evolve" not in scores["iterations"][2]["tokens"]  # round 3 made no evolve call
 
 
