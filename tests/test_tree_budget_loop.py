@@ -100,3 +100,26 @@ def test_the_audit_shows_a_stopped_branch_with_its_reason(budget_run):
 def test_a_rounds_children_are_evaluated_side_by_side_on_the_local_executor(budget_run):
     tree_dir = budget_run / "iterations" / "001" / "tree"
     assert overlap(tree_dir / "c1", tree_dir / "c2"), "round 1's children were evaluated one after the other"
+
+
+def test_killed_while_the_children_are_evaluated_side_by_side_resumes_without_rerunning_a_finished_trial(tmp_path):
+    cfg = write_demo(tmp_path / "exp", search="tree", iterations=1)
+    run = tmp_path / "run"
+    env = {**os.environ, "AHE_KILL_AT": "001/tree-child-1-evaluated"}
+    killed = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(run), "-q"],
+                            capture_output=True, text=True, timeout=400, env=env)
+    assert killed.returncode != 0, "the fault was not injected"
+    tree_dir = run / "iterations" / "001" / "tree"
+    finished = {p: p.read_text() for p in tree_dir.glob("c*/rollouts/*/trial-*/result.json")}
+    assert len(list(tree_dir.glob("c1/rollouts/*/trial-*/result.json"))) == 6  # child 1 was evaluated whole
+    calls = {p: p.read_text() for p in tree_dir.glob("c*/evolve/manifest.json")}
+    assert len(calls) == 2
+    resumed = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", "--resume", str(run), "-q"],
+                             capture_output=True, text=True, timeout=400, env=dict(os.environ))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for path, text in {**finished, **calls}.items():  # no finished trial run again, no evolve call made again
+        assert path.read_text() == text, path
+    tree = load_tree(_Run(run))
+    assert tree.rounds[0].children == ["node-001", "node-002"] and tree.best is not None
+    assert [len(list(tree_dir.glob(f"{c}/rollouts/*/trial-*/result.json"))) for c in ("c1", "c2")] == [6, 6]
+    assert tree.node("node-001").n_trials == 6 and tree.node("node-002").n_trials >= 6
