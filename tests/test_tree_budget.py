@@ -79,3 +79,57 @@ def test_the_merge_is_tried_only_when_one_more_evaluation_round_fits_after_the_c
     a = allocate(nodes, [room], width=2, rounds_left=1)
     assert a.slots == 2 and a.merge is False  # 90 - 20 (reserve) - 2 x 30 = 10 < 20
     assert allocate(nodes, [room.model_copy(update={"left": 100.0})], width=2, rounds_left=1).merge is True  # 20 left
+
+
+def _score(it: int, tokens: dict, cost: dict, variants: int = 0):
+    from ahe.run_folder import IterationScore
+
+    return IterationScore(iteration=it, harness_commit=None, harness_tag=None, pass_at_1=0.5, pass_at_k=0.5, k=2, n_trials=6,
+                          n_passed=3, infra_errors=0, tokens=tokens, cost_usd=cost, variant_tokens=variants)
+
+
+def test_each_budget_is_priced_in_its_own_unit_from_what_the_run_spent(tmp_path):
+    from types import SimpleNamespace
+
+    from ahe.config import ExperimentConfig
+    from ahe.evolution.bill import Bill, save_bill
+    from ahe.evolution.forecast_sources import default_costs
+    from ahe.evolution.tree.budget import spends
+    from ahe.run_folder import RunFolder, Scores
+
+    (tmp_path / "t").mkdir()
+    run = RunFolder(tmp_path / "run")
+    run.root.mkdir()
+    save_bill(run, Bill(costs=default_costs("one-shot")))
+    run.save_scores(Scores(iterations=[
+        _score(1, {"agent": 9000, "debugger": 3000, "evolve": 40000}, {"agent": 0.9, "debugger": 0.3, "evolve": 2.0}),
+        _score(2, {"agent": 3000, "debugger": 1000}, {"agent": 0.3, "debugger": 0.1})]))
+    for c in ("c1", "c2"):  # round 1 made two evolve calls
+        (run.root / "iterations" / "001" / "tree" / c / "evolve").mkdir(parents=True)
+        (run.root / "iterations" / "001" / "tree" / c / "evolve" / "manifest.json").write_text("{}")
+    cfg = ExperimentConfig(tasks=tmp_path / "t", search="tree",
+                           budgets={"max_tokens": {"evolve": 100_000}, "max_cost_usd": {"total": 5.0}})
+    tokens, dollars = spends(SimpleNamespace(cfg=cfg, run=run), 2)
+    # evolve tokens: 60,000 left, 20,000 a call (40,000 over 2 calls); the evaluation and the line cost no evolve tokens
+    assert (tokens.unit, tokens.left, tokens.evolve_call, tokens.evaluation, tokens.reserve) == ("tokens (evolve)", 60_000, 20_000, 0, 0)
+    assert tokens.affordable() == 3
+    # dollars in total: 5 - 3.6 spent; a call $1, the child's round $0.3 (this round's line rollout), kept $0.3 + $0.1 debugger
+    assert dollars.unit == "dollars (total)"
+    assert (dollars.left, dollars.evolve_call, dollars.evaluation, dollars.reserve) == pytest.approx((1.4, 1.0, 0.3, 0.4))
+    assert dollars.affordable() == 0
+    a = allocate([_n("node-000", 0.5, 0.1)], [tokens, dollars], width=2, rounds_left=2)
+    assert (a.slots, a.unit) == (0, "dollars (total)")
+    assert spends(SimpleNamespace(cfg=ExperimentConfig(tasks=tmp_path / "t", search="tree"), run=run), 2) == []  # no budget
+
+
+def test_the_check_ahead_leaves_the_trees_evolve_calls_and_children_to_the_tree(tmp_path):
+    from ahe.config import ExperimentConfig
+    from ahe.evolution.bill import budget_ahead
+    from ahe.run_folder import Scores
+
+    (tmp_path / "t").mkdir()
+    cfg = ExperimentConfig(tasks=tmp_path / "t", search="tree", budgets={"max_tokens": {"total": 60_000}})
+    # iteration 1: rollout 6,000 + children 20,000 agent, 20,000 evolve; iteration 2's rollout 6,000
+    scores = Scores(iterations=[_score(1, {"agent": 26000, "evolve": 20000}, {}, variants=20000), _score(2, {"agent": 6000}, {})])
+    assert "would be reached by iteration 2's edits" in budget_ahead(cfg, scores, 2, 0.0)  # 52,000 + 20,000 + 20,000 + 6,000
+    assert budget_ahead(cfg, scores, 2, 0.0, search_allocates=True) is None  # 52,000 + 6,000: the tree fits the rest
