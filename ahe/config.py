@@ -99,6 +99,9 @@ class TreeSettings(BaseModel):
     finalists: int = Field(default=2, ge=1, le=8, description="nodes re-evaluated at the end")
     merge: bool = True
     seed: int = 0
+    # under a token or dollar budget: stop a branch whose child's expected gain per unit of budget is
+    # below this share of the best branch's (ahe.evolution.tree_budget, docs/search.md)
+    stop_share: float = Field(default=0.25, ge=0.0, le=1.0)
 
 
 class HoldoutSettings(_Strict):

@@ -241,20 +241,25 @@ def words(e: BillEntry) -> str:
 
 
 # ---------------------------------------------------------------------------- budgets ahead
-def budget_ahead(cfg: ExperimentConfig, scores: Scores, it: int, elapsed_sec: float, *, reserve_trials: int = 0) -> str | None:
+def budget_ahead(cfg: ExperimentConfig, scores: Scores, it: int, elapsed_sec: float, *, reserve_trials: int = 0,
+                 search_allocates: bool = False) -> str | None:
     """Before iteration it's edits: would they and their evaluation cross a budget? Projected as
     iteration it-1's debugger and evolve spend, its variants' evaluation, and this round's evaluation
     (tokens, dollars, and the same phases' seconds for the wall clock); if so the run ends here, at a
     round boundary, with every harness it made evaluated and H_best judged. `reserve_trials` (the
-    held-out scoring still owed) is kept free at this round's agent spend per trial."""
+    held-out scoring still owed) is kept free at this round's agent spend per trial. With
+    `search_allocates` (search: tree) the evolve calls and the children's evaluation are left out of
+    the token and dollar projection: the tree's own allocation fits them to what is left
+    (ahe.evolution.tree_budget) and ends the run when no child fits."""
     prev, cur = scores.get(it - 1), scores.get(it)
     if prev is None or cur is None:
         return None
     totals = scores.totals()
     per_trial = reserve_trials / cur.n_trials if cur.n_trials else 0.0
-    variants = {"tokens": prev.variant_tokens, "cost_usd": prev.variant_cost_usd}
+    variants = {"tokens": 0, "cost_usd": 0.0} if search_allocates else {"tokens": prev.variant_tokens, "cost_usd": prev.variant_cost_usd}
+    fixed = ("debugger",) if search_allocates else ("debugger", "evolve")
     for field, limits in (("tokens", cfg.budgets.max_tokens), ("cost_usd", cfg.budgets.max_cost_usd)):
-        ahead = {r: v for r, v in getattr(prev, field).items() if r in ("debugger", "evolve")}
+        ahead = {r: v for r, v in getattr(prev, field).items() if r in fixed}
         agent = getattr(cur, field).get("agent", 0)
         ahead["agent"] = variants[field] + agent + agent * per_trial
         ahead["reeval"] = getattr(cur, field).get("reeval", 0)

@@ -28,6 +28,11 @@ class StopRequested(Exception):
     """Ctrl-C: the current phase was interrupted; it will be redone on --resume."""
 
 
+class BudgetSpent(Exception):
+    """A search strategy found nothing more the run's budget affords: the loop ends the run here,
+    with a judged best (the message is the reason)."""
+
+
 @dataclass
 class PhaseContext:
     """What every phase works with: the config, the run folder, the harness repository."""

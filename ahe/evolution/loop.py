@@ -29,6 +29,7 @@ from ahe.errors import AheError
 from ahe.evolution.metric import PASS_RATE, run_score
 from ahe.evolution.metric import label as metric_label
 from ahe.evolution.phases import (
+    BudgetSpent,
     EvolveOutcome,
     PhaseContext,
     RolloutOutcome,
@@ -167,14 +168,18 @@ class EvolutionLoop:
                     if state.is_done(it, phase):
                         continue
                     ahead = None if final or phase != "debug" else budget_ahead(
-                        self.cfg, scores, it, self._elapsed(), reserve_trials=trials_to_come(self.cfg, self._split, self.run))
+                        self.cfg, scores, it, self._elapsed(), reserve_trials=trials_to_come(self.cfg, self._split, self.run),
+                        search_allocates=self.cfg.search == "tree")
                     if ahead:
                         return await self._finish(ctx, state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (
                             it != 1 or not self.cfg.explore.sources or state.is_done(it, "evolve")):
                         state.mark(it, phase)
                         continue
-                    await self._run_phase(ctx, it, phase, state, scores, final=final)
+                    try:
+                        await self._run_phase(ctx, it, phase, state, scores, final=final)
+                    except BudgetSpent as spent:  # search: tree under a budget: no child affordable
+                        return await self._finish(ctx, state, str(spent))
                     state.mark(it, phase)
                     state.elapsed_sec = self._elapsed()
                     self.run.save_state(state)

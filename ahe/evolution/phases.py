@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ahe.errors import AheError
 from ahe.evolution.attribution import attribute
-from ahe.evolution.context import (PhaseContext, StopRequested, evolve_limits, reeval_executor,  # noqa: F401 (re-exported)
+from ahe.evolution.context import (BudgetSpent, PhaseContext, StopRequested, evolve_limits, reeval_executor,  # noqa: F401 (re-exported)
                                   rollout_config)
 from ahe.evolution.rollback import apply_rollbacks
 from ahe.harness.manifest import ChangeEntry, Manifest

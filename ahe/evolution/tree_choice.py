@@ -10,7 +10,8 @@ loop (`search: tree`) and the simulator (`ahe simulate --search tree`) run the s
 - `prunable`: a node whose mean + `z` sd is below the best mean cannot win (the best never is);
 - `finalists`: the `n` best estimates, the candidates of the final re-evaluation.
 
-A node that is `pruned` or `exhausted` (its last evolve calls proposed nothing new) is not
+A node that is `pruned`, `exhausted` (its last evolve calls proposed nothing new) or `stopped`
+(under a budget, its value per unit fell below the others': ahe.evolution.tree_budget) is not
 expanded. Ties break on the node id, so the choices are deterministic given `rng`.
 """
 
@@ -32,10 +33,11 @@ class TreeNode(BaseModel):
     parent: str | None = None
     pruned: bool = False
     exhausted: bool = False
+    stopped: bool = False  # a budget's rule (ahe.evolution.tree_budget): no longer worth its price
 
 
 def _live(nodes: Sequence[TreeNode]) -> list[TreeNode]:
-    return sorted((n for n in nodes if not n.pruned and not n.exhausted), key=lambda n: n.id)
+    return sorted((n for n in nodes if not n.pruned and not n.exhausted and not n.stopped), key=lambda n: n.id)
 
 
 def best_mean(nodes: Sequence[TreeNode]) -> float:

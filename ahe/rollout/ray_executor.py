@@ -309,7 +309,7 @@ class RayExecutor:
                     elif fut in writing:
                         writing.remove(fut)
                         fut.result()  # a trial folder that cannot be written is an error of the run
-                    else:
+                    elif fut in in_flight:  # not a runner start another run() call (side by side) took first
                         i, slot, _, runner = in_flight.pop(fut)
                         slot.release(runner)
                         slot.give_back(needs[i])

@@ -36,6 +36,7 @@ class Node(BaseModel):
     evaluations: list[str] = Field(default_factory=list, description="rollout folders, relative to the run folder")
     pruned: bool = False
     exhausted: bool = False
+    stopped: str | None = Field(default=None, description="why a budget stopped this branch (ahe.evolution.tree_budget); None: not stopped")
     note: str = ""
 
     @property
@@ -53,7 +54,8 @@ class Node(BaseModel):
 
     def choice(self) -> TreeNode:
         mean, sd = self.estimate()
-        return TreeNode(id=self.id, mean=mean, sd=sd, parent=self.parent, pruned=self.pruned, exhausted=self.exhausted)
+        return TreeNode(id=self.id, mean=mean, sd=sd, parent=self.parent, pruned=self.pruned, exhausted=self.exhausted,
+                        stopped=self.stopped is not None)
 
 
 class MergeRecord(BaseModel):
@@ -68,6 +70,9 @@ class RoundRecord(BaseModel):
     expansions: list[str] = Field(default_factory=list, description="parent node of each evolve call, in order")
     children: list[str | None] = Field(default_factory=list)
     pruned: list[str] = Field(default_factory=list)
+    stopped: list[str] = Field(default_factory=list, description="branches the budget's rule stopped this round")
+    budget: str | None = Field(default=None, description="the round's allocation under a budget, in words")
+    merge_fits: bool = True  # under a budget: one more evaluation round (the merge's) still fits
     line: str | None = None
     done: bool = False
 

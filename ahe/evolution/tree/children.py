@@ -50,11 +50,13 @@ def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
 
 
 async def evaluate(ctx: "PhaseContext", ws: Path, out: Path) -> RunResults:
+    """The harness in clone `ws` on the run's tasks, results in `out`; under `executor: ray` on the
+    run's shared executor (children evaluated side by side share its cluster)."""
     from ahe.evolution.context import rollout_config
     from ahe.rollout.scheduler import run_rollouts
 
     cfg = rollout_config(ctx).model_copy(update={"workspace": ws})
-    return await run_rollouts(cfg, out, should_stop=ctx.should_stop)
+    return await run_rollouts(cfg, out, executor=ctx.executor, should_stop=ctx.should_stop)
 
 
 def adopt(ctx: "PhaseContext", tree: Tree, ws: Path, head: str, **kw) -> Node:
@@ -67,11 +69,22 @@ def adopt(ctx: "PhaseContext", tree: Tree, ws: Path, head: str, **kw) -> Node:
     return node
 
 
-async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node, width: int) -> Made:
-    """Evolve from `parent` (with its evidence and the digest of other branches), evaluate the child."""
+@dataclass
+class Proposal:
+    """One evolve call's outcome in its clone: the accepted changes (none: nothing new)."""
+
+    i: int
+    parent: Node
+    folder: Path
+    repo: HarnessRepo
+    accepted: list[ChangeEntry]
+    usage: Usage
+
+
+async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node, width: int) -> Proposal:
+    """Evolve from `parent` (with its evidence and the digest of other branches) in clone c{i}; a
+    finished call is never evolved again. A call that proposed nothing marks the parent exhausted."""
     from ahe.evolution.context import evolve_limits
-    from ahe.evolution.faults import maybe_kill_self
-    from ahe.evolution.tree.sync import add_evidence
     from evolve_agent.phase import AgentSpec, build_instruction, known_tasks, run_evolve_phase
 
     d = ctx.run.iteration(it).root / "tree" / f"c{i}"
@@ -95,19 +108,36 @@ async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: N
         manifest = await run_evolve_phase(repo=crepo, experiment_dir=ctx.run.root, iteration=it, out_dir=out,
                                           role=ctx.roles["evolve"], tasks_dir=ctx.tasks_dir, limits=limits, agent=spec)
         crepo.discard_uncommitted()
-    usage = Usage.model_validate(manifest.usage or {})
     accepted = [c for c in manifest.changes if c.status == "accepted"]
     if crepo.head() == parent.commit or not accepted:
         parent.exhausted = True
         parent.note = f"its evolve call in iteration {it} proposed nothing new"
-        return Made(node=None, evolve=usage)
-    results = await evaluate(ctx, ws, d)
-    maybe_kill_self(f"{it:03d}/tree-child-{i}-evaluated")  # fault injection for the resume test
-    entries = [_renamed(c, len(tree.nodes)) for c in accepted]
-    node = adopt(ctx, tree, ws, crepo.head(), parent=parent.id, kind="child", iteration=it,
+        accepted = []
+    return Proposal(i=i, parent=parent, folder=d, repo=crepo, accepted=accepted, usage=Usage.model_validate(manifest.usage or {}))
+
+
+async def evaluate_proposal(ctx: "PhaseContext", it: int, p: Proposal) -> RunResults | None:
+    """The child's evaluation round in its own folder (a resumed run re-runs only trials without a result)."""
+    from ahe.evolution.faults import maybe_kill_self
+
+    if not p.accepted:
+        return None
+    results = await evaluate(ctx, p.repo.path, p.folder)
+    maybe_kill_self(f"{it:03d}/tree-child-{p.i}-evaluated")  # fault injection for the resume test
+    return results
+
+
+def adopt_child(ctx: "PhaseContext", tree: Tree, it: int, p: Proposal, results: RunResults | None) -> Made:
+    """The evaluated child as a node of the tree (ids in the order of the calls, not of their ends)."""
+    from ahe.evolution.tree.sync import add_evidence
+
+    if results is None:
+        return Made(node=None, evolve=p.usage)
+    entries = [_renamed(c, len(tree.nodes)) for c in p.accepted]
+    node = adopt(ctx, tree, p.repo.path, p.repo.head(), parent=p.parent.id, kind="child", iteration=it,
                  changes=[e.id for e in entries], entries=entries)
-    add_evidence(node, results, str(d.relative_to(ctx.run.root)))
-    return Made(node=node, evolve=usage, rollouts=results.usage)
+    add_evidence(node, results, str(p.folder.relative_to(ctx.run.root)))
+    return Made(node=node, evolve=p.usage, rollouts=results.usage)
 
 
 def recorded(ctx: "PhaseContext", tree: Tree, it: int, i: int, child: str | None) -> Made:

@@ -1,13 +1,16 @@
-"""`search: tree`: the round's expansion (prune, choose parents, evolve and evaluate children,
-one merge) and the line's next harness — the best new node, else the best node."""
+"""`search: tree`: the round's expansion (prune; under a budget, allocate: the children the round
+affords and the branches stopped; choose parents; evolve the children one by one, evaluate them side
+by side; one merge) and the line's next harness — the best new node, else the best node."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import TYPE_CHECKING
 
 from ahe.evolution.search import Expansion
-from ahe.evolution.tree.archive import Node, Tree, load_tree, save_tree
+from ahe.evolution.tree.archive import Node, RoundRecord, Tree, load_tree, save_tree
+from ahe.evolution.tree_budget import allocate
 from ahe.evolution.tree_choice import choose_expansions, prunable
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.llm.types import Usage
@@ -31,6 +34,61 @@ def _line(tree: Tree, new: list[Node]) -> Node:
     return max(pool, key=lambda n: (n.estimate()[0], n.n_trials, [-ord(c) for c in n.id]))
 
 
+def _allocate(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord) -> int:
+    """The children this round affords under the run's budgets (width without one); marks the branches
+    the budget's rule stops. Nothing affordable ends the run (BudgetSpent) with a judged best."""
+    from ahe.evolution.context import BudgetSpent
+    from ahe.evolution.tree.budget import spends, words
+
+    st = ctx.cfg.tree
+    budgets = spends(ctx, it)
+    # every round judges every branch again: one stopped earlier may be the best left now
+    alloc = allocate([n.choice().model_copy(update={"stopped": False}) for n in tree.nodes], budgets, width=st.width,
+                     rounds_left=ctx.cfg.iterations - it + 1, stop_share=st.stop_share)
+    bind = next((b for b in budgets if b.unit == alloc.unit), None)
+    rec.budget, rec.merge_fits = words(bind, alloc.slots, alloc.affordable), alloc.merge
+    for n in tree.nodes if alloc.slots else []:
+        n.stopped = f"iteration {it}: {alloc.stopped[n.id]}" if n.id in alloc.stopped else None
+    rec.stopped = sorted(alloc.stopped)
+    if rec.budget:
+        stopped = f"; stopped {', '.join(rec.stopped)}" if rec.stopped else ""
+        ctx.run.history(f"  - search tree budget, iteration {it}: {rec.budget}{stopped}")
+    if alloc.slots == 0:
+        save_tree(ctx.run, tree)
+        raise BudgetSpent(f"the {alloc.unit} budget affords no more child in iteration {it} "
+                          f"(a child costs {bind.child:,.6g}, {bind.left - bind.reserve:,.6g} left after the next line rollout)")
+    return alloc.slots
+
+
+async def _children(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord, width: int) -> tuple[Usage, Usage, list[Node]]:
+    """The round's evolve calls one after the other, then their children's evaluations side by side
+    (asyncio.gather: under `executor: ray` on the cluster at once); children adopted in call order."""
+    from ahe.evolution.context import StopRequested
+    from ahe.evolution.tree.children import adopt_child, evaluate_proposal, propose, recorded
+
+    evolve, rollouts, new, todo = Usage(), Usage(), [], []
+    for i, parent_id in enumerate(rec.expansions, 1):
+        if i <= len(rec.children):  # made before a kill: counted (read back from its folder), not made again
+            made = recorded(ctx, tree, it, i, rec.children[i - 1])
+            evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
+            new += [made.node] if made.node else []
+            continue
+        todo.append(await propose(ctx, tree, it, i, tree.node(parent_id), width))
+        if ctx.should_stop():
+            raise StopRequested()
+    save_tree(ctx.run, tree)
+    results = await asyncio.gather(*(evaluate_proposal(ctx, it, p) for p in todo))
+    if ctx.should_stop():
+        raise StopRequested()
+    for p, res in zip(todo, results):
+        made = adopt_child(ctx, tree, it, p, res)
+        evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
+        rec.children.append(made.node.id if made.node else None)
+        new += [made.node] if made.node else []
+    save_tree(ctx.run, tree)
+    return evolve, rollouts, new
+
+
 class TreeSearch:
     name = "tree"
 
@@ -38,8 +96,6 @@ class TreeSearch:
         return cfg.tree.width
 
     async def expand(self, ctx: "PhaseContext", it: int, prior: tuple[ChangeEntry, ...]) -> Expansion:
-        from ahe.evolution.context import StopRequested
-        from ahe.evolution.tree.children import expand_one, recorded
         from ahe.evolution.tree.merge import try_merge
         from ahe.evolution.tree.sync import sync
         from ahe.harness.manifest import write_manifest
@@ -51,22 +107,12 @@ class TreeSearch:
         rec = tree.round(it)
         if not rec.expansions:
             rec.pruned = _prune(tree, st.prune_z, keep=head.id)
+            slots = _allocate(ctx, tree, it, rec)
             rng = random.Random(st.seed * 1000 + it)
-            rec.expansions = choose_expansions([n.choice() for n in tree.nodes], st.width, rng, rule=st.rule)
+            rec.expansions = choose_expansions([n.choice() for n in tree.nodes], slots, rng, rule=st.rule)
         save_tree(ctx.run, tree)
-        evolve, rollouts, new = Usage(), Usage(), []
-        for i, parent_id in enumerate(rec.expansions, 1):
-            if i <= len(rec.children):  # made before a kill: counted, not made again
-                made = recorded(ctx, tree, it, i, rec.children[i - 1])
-            else:
-                made = await expand_one(ctx, tree, it, i, tree.node(parent_id), st.width)
-                if ctx.should_stop():
-                    raise StopRequested()
-                rec.children.append(made.node.id if made.node else None)
-                save_tree(ctx.run, tree)
-            evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
-            new += [made.node] if made.node else []
-        if st.merge:
+        evolve, rollouts, new = await _children(ctx, tree, it, rec, st.width)
+        if st.merge and rec.merge_fits:
             made = await try_merge(ctx, tree, it)
             if made is not None:
                 rollouts = rollouts.add(made.rollouts)
