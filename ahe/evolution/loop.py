@@ -201,7 +201,12 @@ class EvolutionLoop:
         self.run.save_state(state)
         scores = self.run.load_scores()
         self._check_bill(scores, state, reason)
-        self.run.history(f"- loop ended: {reason}" + (f"; best: {_best_words(scores)}" if scores.best_iteration is not None else ""))
+        best = _best_words(scores) if scores.best_iteration is not None else None
+        if self.cfg.search == "tree":  # the tree's best node, not the line's best round
+            from ahe.evolution.tree.finish import best_words
+
+            best = best_words(self.run) or best
+        self.run.history(f"- loop ended: {reason}" + (f"; best: {best}" if best else ""))
         self.run.event("loop_end", reason=reason)
         return state
 

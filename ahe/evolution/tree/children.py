@@ -91,7 +91,8 @@ async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: N
         tried = digest(tree, parent)
         if tried:
             note += "\nTried on other branches (do not repeat these):\n" + tried
-        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, parent.commit, tasks, limits, crepo.path) + note)
+        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, parent.commit, tasks, limits, crepo.path) + note,
+                         id_prefix=f"n{len(tree.nodes):03d}-")  # the child's node id: its commits name n00N-chg-M too
         manifest = await run_evolve_phase(repo=crepo, experiment_dir=ctx.run.root, iteration=it, out_dir=out,
                                           role=ctx.roles["evolve"], tasks_dir=ctx.tasks_dir, limits=limits, agent=spec)
         crepo.discard_uncommitted()
@@ -111,5 +112,6 @@ async def expand_one(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: N
 
 
 def _renamed(c: ChangeEntry, n: int) -> ChangeEntry:
-    """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1."""
+    """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1 (the evolve call already
+    numbers them so, commit messages too; this renames a manifest from before that)."""
     return c if c.id.startswith("n") and "-chg-" in c.id else c.model_copy(update={"id": f"n{n:03d}-{c.id}"})
