@@ -39,6 +39,21 @@ def test_a_tree_with_tree_unique_change_ids_reads_back(tmp_path):
         _entry("node-2-chg-1")
 
 
+def test_the_digest_lists_what_other_branches_tried_not_what_the_parent_holds():
+    from ahe.evolution.tree.children import digest
+
+    mw = _entry("n001-chg-1").model_copy(update={"component": "middleware", "files": ["agent.yaml"], "summary": "strict mode"})
+    seed = Node(id="node-000", commit="0" * 40, kind="seed", n_trials=6, n_passed=2)
+    one = Node(id="node-001", commit="1" * 40, parent="node-000", changes=["n001-chg-1"], entries=[mw], n_trials=6, pruned=True)
+    two = Node(id="node-002", commit="2" * 40, parent="node-000", changes=["n002-chg-1"], entries=[_entry("n002-chg-1")],
+               n_trials=6, n_passed=4)
+    merge = Node(id="node-003", commit="3" * 40, parent="node-002", kind="merge", merged_from=["node-001"],
+                 changes=["n001-chg-1"], entries=[mw, _entry("n002-chg-1")], n_trials=6, n_passed=2)
+    text = digest(Tree(nodes=[seed, one, two, merge]), two)
+    assert text.splitlines() == ["- node-001 (1111111111): n001-chg-1 [middleware] strict mode — pruned",
+                                 "- node-003 (3333333333): n001-chg-1 [middleware] strict mode — estimate 0.38"]
+
+
 @pytest.fixture(scope="module")
 def tree_run(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("tree")

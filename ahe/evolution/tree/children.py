@@ -35,8 +35,9 @@ class Made:
 
 
 def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
-    """What was tried on other branches and rejected (rolled back, pruned, or no better), cited by node."""
-    mine = set(tree.path(parent.id))
+    """What was tried on other branches and rejected (rolled back, pruned, or no better), cited by node;
+    changes the parent itself holds are not listed."""
+    mine, held = set(tree.path(parent.id)), tree.changes_on(parent.id)
     lines = []
     for n in tree.nodes:
         if n.id in mine or not n.entries:
@@ -44,7 +45,7 @@ def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
         mean, _ = n.estimate()
         why = ("rolled back" if any(c in m.rolled_back for m in tree.nodes for c in n.changes)
                else "pruned" if n.pruned else f"estimate {mean:.2f}")
-        for e in n.entries[:2]:
+        for e in [e for e in n.entries if e.id not in held][:2]:  # not what the parent holds (a merge's other part)
             lines.append(f"- {n.id} ({n.commit[:10]}): {e.id} [{e.component}] {e.summary} — {why}")
     return "\n".join(lines[:limit])
 
