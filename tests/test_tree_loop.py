@@ -13,7 +13,6 @@ from pathlib import Path
 import git
 import pytest
 
-from ahe.demo import write_demo
 from ahe.evolution.tree.archive import Node, Tree, load_tree
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.run_folder import RunFolder
@@ -55,13 +54,19 @@ def test_the_digest_lists_what_other_branches_tried_not_what_the_parent_holds():
 
 
 @pytest.fixture(scope="module")
-def tree_run(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tree")
-    cfg = write_demo(d, search="tree")
-    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(d / "run"), "-q"],
+def tree_demo(tmp_path_factory) -> subprocess.CompletedProcess:
+    """`ahe demo DIR --search tree`: write_demo(DIR, search="tree"), then `ahe evolve` into DIR/run."""
+    d = tmp_path_factory.mktemp("tree") / "demo"
+    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "demo", str(d), "--search", "tree"],
                           capture_output=True, text=True, timeout=400, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
-    return d / "run"
+    assert proc.stdout.strip() == str(d / "run")  # stdout: the run folder only
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tree_run(tree_demo) -> Path:
+    return Path(tree_demo.stdout.strip())
 
 
 def test_the_tree_is_kept_between_rounds_and_best_is_judged(tree_run):
@@ -133,10 +138,11 @@ def test_history_names_the_trees_best_and_commits_name_the_tree_ids(tree_run):
     assert [c["id"] for c in manifest["changes"]] == ["n006-chg-1"]
 
 
-def test_the_demo_summary_names_the_tree_facts(tree_run):
+def test_the_demo_summary_names_the_tree_facts(tree_run, tree_demo):
     from ahe.demo import tree_facts
 
     facts = "\n".join(tree_facts(tree_run))
+    assert tree_demo.stderr.rstrip().endswith(facts)  # what `ahe demo --search tree` prints at the end
     assert "round 1: expanded node-000 → node-001, node-000 → node-002; the line went on from node-002" in facts
     assert "round 2: expanded node-002 → node-004; pruned node-001; the line went on from node-004" in facts
     assert "merge, round 1: node-003 — merged n001-chg-1 of node-001 into node-002" in facts
