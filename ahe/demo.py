@@ -16,6 +16,10 @@ The scenario (also the loop's end-to-end test):
   the middleware is rolled back automatically ("predicted fix did not improve; regression of
   Y foreseen by replay"), and pass@1 rises from 1/3 to 2/3 in iteration 3.
 
+With `--search tree`, `tree_rules()` scripts the evolve agent per round, tree child and parent
+node (two branches, a merge, a rollback, a best node off the first branch: docs/search.md), and
+`tree_agent_rules()` lets the code agent solve Z once its memory holds the backup lesson.
+
 Every model here is a scripted mock, and the policies written into the demo folder say so.
 """
 
