@@ -16,6 +16,10 @@ The scenario (also the loop's end-to-end test):
   the middleware is rolled back automatically ("predicted fix did not improve; regression of
   Y foreseen by replay"), and pass@1 rises from 1/3 to 2/3 in iteration 3.
 
+With `--search tree`, `tree_rules()` scripts the evolve agent per round, tree child and parent
+node (two branches, a merge, a rollback, a best node off the first branch: docs/search.md), and
+`tree_agent_rules()` lets the code agent solve Z once its memory holds the backup lesson.
+
 Every model here is a scripted mock, and the policies written into the demo folder say so.
 """
 
@@ -148,17 +152,45 @@ def variant_rules() -> list[dict]:
             for i, (t, a) in enumerate(steps, 1)]
 
 
+BACKUP_LESSON = ("- Backup scripts: quote every path, handle names with spaces or newlines, skip tmp/ folders, "
+                 "and write the MANIFEST sorted.\n")
+
+
+def tree_agent_rules(tasks: Path = TASKS) -> list[dict]:
+    """`search: tree` only: the code agent's mock also solves Z once its memory holds the backup lesson."""
+    title = (tasks / Z / "instruction.md").read_text().splitlines()[0]
+    solve = (tasks / Z / "solution" / "solve.sh").read_text()
+    return [{"name": "Z needs the backup lesson", "match": {"turn": 1, "first_user_contains": title, "system_contains": "quote every path"},
+             "tool_calls": [_shell(solve)]}]
+
+
+def _steps(when: list[str], calls: list[dict]) -> list[dict]:
+    return [{"match": {"first_user_contains": when, "turn": i}, "tool_calls": [call]} for i, call in enumerate(calls, 1)]
+
+
 def tree_rules() -> list[dict]:
-    """`search: tree`: in iteration 1, tree child 1 records only the middleware (the first branch,
-    Y regresses), tree child 2 only the lesson; later calls change nothing, so round 2 merges them."""
+    """`search: tree` (the tree's story, docs/search.md): round 1's tree child 1 records only the
+    middleware (the first branch: Y regresses), child 2 only the lesson (the line follows it);
+    round 2's child 2, on node-002, brings the middleware back (Y regresses again: iteration 3's
+    attribution rolls it back, a `rollback` node); round 3's child 1, on that rollback node,
+    records a backup lesson that solves Z (the best node). Every other call changes nothing."""
     rules = evolve_policy()["rules"]
     lesson, strict = rules[1]["tool_calls"][0]["arguments"], rules[4]["tool_calls"][0]["arguments"]
-    one = [rules[2]["tool_calls"][0], rules[3]["tool_calls"][0], {"name": "record_change", "arguments": strict},
-           {"name": "finish", "arguments": {"message": "Recorded the StrictMode middleware only."}}]
+    middleware = [rules[2]["tool_calls"][0], rules[3]["tool_calls"][0], {"name": "record_change", "arguments": strict}]
+    one = middleware + [{"name": "finish", "arguments": {"message": "Recorded the StrictMode middleware only."}}]
     two = [{"name": "write_file", "arguments": {"path": "LongTermMEMORY.md", "content": LESSON}},
            {"name": "record_change", "arguments": lesson}, {"name": "finish", "arguments": {"message": "Recorded the lesson only."}}]
-    return [{"match": {"first_user_contains": ["Iteration 1.", f"tree child {c} of 2"], "turn": i}, "tool_calls": [call]}
-            for c, steps in ((1, one), (2, two)) for i, call in enumerate(steps, 1)]
+    again = middleware + [{"name": "finish", "arguments": {"message": "Recorded the StrictMode middleware on the lesson's branch."}}]
+    backup = {**lesson, "summary": "Lesson: robust backup scripts (quoting, odd names, a sorted MANIFEST)",
+              "failure_evidence": [{"task": Z, "ref": f"corpus/{Z}/trial-1/index.md", "note": "the agent gave up on the script"}],
+              "root_cause": "The agent does not know what makes a backup script robust to real-world file names.",
+              "targeted_fix": "A standing lesson on quoting, odd file names, skipping tmp/ and a sorted MANIFEST.",
+              "predicted_fixes": [Z]}
+    fix = [{"name": "edit_file", "arguments": {"path": "LongTermMEMORY.md", "old_string": LESSON, "new_string": LESSON + BACKUP_LESSON}},
+           {"name": "record_change", "arguments": backup}, {"name": "finish", "arguments": {"message": "Recorded the backup lesson."}}]
+    return (_steps(["Iteration 1.", "tree child 1 of 2"], one) + _steps(["Iteration 1.", "tree child 2 of 2"], two)
+            + _steps(["Iteration 2.", "tree child 2 of 2", "expanding node-002"], again)
+            + _steps(["Iteration 3.", "tree child 1 of 2", "expanding node-002"], fix))
 
 
 # ------------------------------------------------------------------ `ahe demo --backend mini-swe-agent`
@@ -230,8 +262,10 @@ def write_demo(directory: Path, *, iterations: int = 3, k: int = 2, debugger_pol
     pol = directory / "policies"
     pol.mkdir(exist_ok=True)
     header = "# A scripted MOCK model for `ahe demo` — no real model is involved.\n"
-    (pol / "agent.yaml").write_text(header + yaml.safe_dump(mini_agent_policy() if mini else agent_policy(),
-                                                            sort_keys=False, width=200))
+    agent = mini_agent_policy() if mini else agent_policy()
+    if search == "tree" and not mini:
+        agent["rules"] = tree_agent_rules() + agent["rules"]
+    (pol / "agent.yaml").write_text(header + yaml.safe_dump(agent, sort_keys=False, width=200))
     evolve = mini_evolve_policy() if mini else evolve_policy()
     if variants > 1:
         evolve["rules"] = variant_rules() + evolve["rules"]
@@ -290,4 +324,34 @@ def run_demo(directory: Path, *, quiet: bool = False, backend: str = "ahe", sear
     if search not in ("line", "tree"):
         raise AheError(f"--search: the demo runs search line or tree, not {search!r}")
     config = write_demo(directory, backend=backend, search=search)
-    return evolve_command(config, resume=None, run_dir=directory / "run", overrides={}, quiet=quiet)
+    run = evolve_command(config, resume=None, run_dir=directory / "run", overrides={}, quiet=quiet)
+    if search == "tree" and not quiet:
+        from rich.console import Console
+        from rich.markup import escape
+
+        Console(stderr=True, soft_wrap=True).print(escape("\n".join(tree_facts(run))))
+    return run
+
+
+def tree_facts(run_dir: Path) -> list[str]:
+    """What the tree did, as `ahe demo --search tree` ends: expansions, merges, rollbacks, pruned, best."""
+    from ahe.evolution.tree.archive import load_tree
+    from ahe.run_folder import RunFolder
+
+    tree = load_tree(RunFolder(run_dir))
+    out = [f"search tree (tree.json, `ahe audit {run_dir}`): {len(tree.nodes)} nodes"]
+    for r in tree.rounds:
+        made = [f"{p} → {c}" for p, c in zip(r.expansions, r.children) if c]
+        out.append(f"  round {r.iteration}: expanded {', '.join(made) or 'nothing new'}"
+                   + (f"; pruned {', '.join(r.pruned)}" if r.pruned else "") + f"; the line went on from {r.line}")
+    for m in tree.merges:
+        out.append(f"  merge, round {m.iteration}: " + (f"{m.node} — {m.reason}" if m.node else f"{' + '.join(m.parts)} — {m.reason}"))
+    for n in tree.nodes:
+        if n.kind == "rollback":
+            out.append(f"  rollback, iteration {n.iteration}: {', '.join(n.rolled_back)} reverted on {n.parent} → {n.id}")
+    if tree.best:
+        best = tree.node(tree.best)
+        lo, hi = best.interval()
+        out.append(f"  best: {best.id}, estimated pass@1 {best.estimate()[0]:.3f} [{lo:.3f}, {hi:.3f}] over {best.n_trials} "
+                   f"trials; path {' → '.join(tree.path(best.id))} (tagged best)")
+    return out

@@ -64,6 +64,7 @@ class EvolveContext:
     evidence_sources: frozenset[str] = frozenset()
     allowed_paths: tuple[str, ...] | None = None  # path prefixes a change may touch (None = all)
     registry_keys: frozenset[str] | None = None  # agent.yaml keys a change may alter (None = all)
+    id_prefix: str = ""  # new change ids start with it (a search tree's child: n004-chg-1), commit messages too
     lock: threading.RLock = field(default_factory=threading.RLock)
 
     @property

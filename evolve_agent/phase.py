@@ -47,6 +47,7 @@ class AgentSpec:
     allowed_paths: tuple[str, ...] | None = None
     registry_keys: frozenset[str] | None = None
     prior_changes: tuple[ChangeEntry, ...] = ()
+    id_prefix: str = ""  # new change ids start with it (a search tree's child: "n004-" makes n004-chg-1)
 
 
 def known_tasks(experiment_dir: Path | None, iteration: int, tasks_dir: Path | None) -> set[str]:
@@ -307,6 +308,7 @@ def _make_context(repo: HarnessRepo, experiment: Path | None, iteration: int, ba
         evidence_sources=agent.evidence_sources,
         allowed_paths=agent.allowed_paths,
         registry_keys=agent.registry_keys,
+        id_prefix=agent.id_prefix,
     )
 
 

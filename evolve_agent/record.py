@@ -129,9 +129,9 @@ def _change_id(ctx: EvolveContext, given_id: str | None) -> tuple[str, str | Non
     if given_id is not None:
         if ctx.manifest.get(given_id) is not None:
             return "", (f"id {given_id!r} is already used in this iteration; omit id to get the next one "
-                        f"({ctx.manifest.next_id()})")
+                        f"({ctx.id_prefix}{ctx.manifest.next_id()})")
         return given_id, None
-    return ctx.manifest.next_id(), None
+    return ctx.id_prefix + ctx.manifest.next_id(), None
 
 
 def _entry_problem(ctx: EvolveContext, entry: ChangeEntry) -> str | None:

@@ -197,8 +197,9 @@ class EvolutionLoop:
     async def _finish(self, ctx: PhaseContext, state: LoopState, reason: str) -> LoopState:
         from ahe.evolution.holdout_phase import finish_holdout
 
-        if self.cfg.search == "tree":  # the archive's finalists re-evaluated, `best` tagged (ahe.evolution.tree)
-            from ahe.evolution.tree.finish import finish_tree
+        tree = self.cfg.search == "tree"
+        if tree:  # the archive's finalists re-evaluated, `best` tagged (ahe.evolution.tree)
+            from ahe.evolution.tree.finish import best_words, finish_tree
 
             await finish_tree(ctx, reason)
         await finish_holdout(ctx, self._split, state)  # best and the seed on the sealed held-out split, once
@@ -206,7 +207,9 @@ class EvolutionLoop:
         self.run.save_state(state)
         scores = self.run.load_scores()
         self._check_bill(scores, state, reason)
-        self.run.history(f"- loop ended: {reason}" + (f"; best: {_best_words(scores)}" if scores.best_iteration is not None else ""))
+        best = _best_words(scores) if scores.best_iteration is not None else None
+        best = (best_words(self.run) if tree else None) or best  # a tree run: its best node, not the line's best round
+        self.run.history(f"- loop ended: {reason}" + (f"; best: {best}" if best else ""))
         self.run.event("loop_end", reason=reason)
         return state
 

@@ -35,8 +35,9 @@ class Made:
 
 
 def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
-    """What was tried on other branches and rejected (rolled back, pruned, or no better), cited by node."""
-    mine = set(tree.path(parent.id))
+    """What was tried on other branches and rejected (rolled back, pruned, or no better), cited by node;
+    changes the parent itself holds are not listed."""
+    mine, held = set(tree.path(parent.id)), tree.changes_on(parent.id)
     lines = []
     for n in tree.nodes:
         if n.id in mine or not n.entries:
@@ -44,7 +45,7 @@ def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
         mean, _ = n.estimate()
         why = ("rolled back" if any(c in m.rolled_back for m in tree.nodes for c in n.changes)
                else "pruned" if n.pruned else f"estimate {mean:.2f}")
-        for e in n.entries[:2]:
+        for e in [e for e in n.entries if e.id not in held][:2]:  # not what the parent holds (a merge's other part)
             lines.append(f"- {n.id} ({n.commit[:10]}): {e.id} [{e.component}] {e.summary} — {why}")
     return "\n".join(lines[:limit])
 
@@ -104,7 +105,8 @@ async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node
         tried = digest(tree, parent)
         if tried:
             note += "\nTried on other branches (do not repeat these):\n" + tried
-        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, parent.commit, tasks, limits, crepo.path) + note)
+        spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, parent.commit, tasks, limits, crepo.path) + note,
+                         id_prefix=f"n{len(tree.nodes):03d}-")  # the child's node id: its commits name n00N-chg-M too
         manifest = await run_evolve_phase(repo=crepo, experiment_dir=ctx.run.root, iteration=it, out_dir=out,
                                           role=ctx.roles["evolve"], tasks_dir=ctx.tasks_dir, limits=limits, agent=spec)
         crepo.discard_uncommitted()
@@ -151,5 +153,6 @@ def recorded(ctx: "PhaseContext", tree: Tree, it: int, i: int, child: str | None
 
 
 def _renamed(c: ChangeEntry, n: int) -> ChangeEntry:
-    """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1."""
+    """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1 (the evolve call already
+    numbers them so, commit messages too; this renames a manifest from before that)."""
     return c if c.id.startswith("n") and "-chg-" in c.id else c.model_copy(update={"id": f"n{n:03d}-{c.id}"})

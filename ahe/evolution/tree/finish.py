@@ -47,7 +47,21 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
     save_tree(ctx.run, tree)
     ctx.repo.tag("best", best.commit)
     scores = ctx.run.load_scores()
-    scores.best_commit, scores.best_iteration = best.commit, best.iteration
+    # the round that evaluated it, as a line's history names its best ("best so far: iteration N"), else the round that made it
+    first = next((sc.iteration for sc in scores.iterations if sc.harness_commit == best.commit), best.iteration)
+    scores.best_commit, scores.best_iteration = best.commit, first
     scores.best_pass_at_1 = scores.best_metric_value = round(best.n_passed / best.n_trials, 6)
     ctx.run.save_scores(scores)
     ctx.run.history(f"  - search tree: best {tree.best_reason} (path {' → '.join(tree.path(best.id))})")
+
+
+def best_words(run) -> str | None:
+    """The tree's `best` as history's last line names it: node, commit, estimate with its interval, path."""
+    tree = load_tree(run)
+    if tree.best is None:
+        return None
+    best = tree.node(tree.best)
+    mean, _ = best.estimate()
+    lo, hi = best.interval()
+    return (f"{best.id} ({best.commit[:10]}) of the search tree, estimated pass@1 {mean:.3f} [{lo:.3f}, {hi:.3f}] "
+            f"over {best.n_trials} trials, path {' → '.join(tree.path(best.id))}")
