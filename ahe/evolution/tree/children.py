@@ -8,6 +8,7 @@ evaluated the same way in `iterations/NNN/tree/merge/`.
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,9 +83,11 @@ class Proposal:
     usage: Usage
 
 
-async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node, width: int) -> Proposal:
+async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node, width: int, node_no: int) -> Proposal:
     """Evolve from `parent` (with its evidence and the digest of other branches) in clone c{i}; a
-    finished call is never evolved again. A call that proposed nothing marks the parent exhausted."""
+    finished call is never evolved again. A call that proposed nothing marks the parent exhausted.
+    `node_no` is the number its child will have (children are adopted later, in call order), so
+    the call names its changes n{node_no}-chg-M, commit messages too."""
     from ahe.evolution.context import evolve_limits
     from evolve_agent.phase import AgentSpec, build_instruction, known_tasks, run_evolve_phase
 
@@ -106,7 +109,7 @@ async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node
         if tried:
             note += "\nTried on other branches (do not repeat these):\n" + tried
         spec = AgentSpec(instruction=build_instruction(ctx.run.root, it, parent.commit, tasks, limits, crepo.path) + note,
-                         id_prefix=f"n{len(tree.nodes):03d}-")  # the child's node id: its commits name n00N-chg-M too
+                         id_prefix=f"n{node_no:03d}-")
         manifest = await run_evolve_phase(repo=crepo, experiment_dir=ctx.run.root, iteration=it, out_dir=out,
                                           role=ctx.roles["evolve"], tasks_dir=ctx.tasks_dir, limits=limits, agent=spec)
         crepo.discard_uncommitted()
@@ -154,5 +157,7 @@ def recorded(ctx: "PhaseContext", tree: Tree, it: int, i: int, child: str | None
 
 def _renamed(c: ChangeEntry, n: int) -> ChangeEntry:
     """Change ids unique across the tree: node-NNN's chg-1 is n{NNN}-chg-1 (the evolve call already
-    numbers them so, commit messages too; this renames a manifest from before that)."""
-    return c if c.id.startswith("n") and "-chg-" in c.id else c.model_copy(update={"id": f"n{n:03d}-{c.id}"})
+    numbers them so, commit messages too; this renames a manifest from before that, or one whose
+    call foresaw another node number)."""
+    bare = re.sub(r"^n\d{3}-", "", c.id)
+    return c if c.id == f"n{n:03d}-{bare}" else c.model_copy(update={"id": f"n{n:03d}-{bare}"})

@@ -73,7 +73,8 @@ async def _children(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord, 
             evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
             new += [made.node] if made.node else []
             continue
-        todo.append(await propose(ctx, tree, it, i, tree.node(parent_id), width))
+        node_no = len(tree.nodes) + sum(1 for p in todo if p.accepted)  # adopted in call order, after all evaluations
+        todo.append(await propose(ctx, tree, it, i, tree.node(parent_id), width, node_no))
         if ctx.should_stop():
             raise StopRequested()
     save_tree(ctx.run, tree)
