@@ -40,6 +40,8 @@ LINE = TreeSettings(select="line", eval_share=1.0, final_top=0, call_price=PRICE
 STRATEGIES = {
     "tree-ei": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE),
     "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
+    # EI for a night's first ten rounds, Thompson after (measured on development seeds 0-25, docs/search.md)
+    "tree-mix": TreeSettings(select="ei", thompson_after=10, eval_share=0.05, final_share=0.1, call_price=PRICE),
 }
 STREAM = 6  # a stream world's changes: this many times its iterations (evolve call n gets iteration n's)
 
