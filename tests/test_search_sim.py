@@ -114,13 +114,13 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
     assert all(c["trials"] <= next(d["trials"] for d in cells if d["world"] == c["world"] and d["budget"] == c["budget"]
                                    and d["strategy"] == "line") for c in cells)  # no strategy spends more than line
     for row in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines()):  # one currency: trials + evolve calls
-        for s in ("tree-ei", "tree-ts"):
+        for s in ("tree-ei", "tree-ts", "tree-mix"):
             for b in ("1x", "2x"):
                 assert row[f"{s}@{b}"]["cost"] <= row[f"line@{b}"]["cost"] + 1e-9
                 assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all or holdout" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout or holdout2" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
 
 
 def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeypatch) -> None:
