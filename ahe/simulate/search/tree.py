@@ -7,13 +7,17 @@ differs from its parent on the few tasks its changes touch, so the untouched tas
 parent's trials; the touched ones are soon decided by the child's own). Each step:
 
 1. choose the node to expand — `thompson` (a draw from every live node's posterior, the
-   highest draw wins), `ei` (the highest expected improvement over the best estimate), or
+   highest draw wins), `ei` (the highest expected improvement over the best estimate; with
+   `thompson_after`, Thompson once that many full rounds are spent), or
    `line` (the paper's line in the same machinery: always the current node; the line moves to
    a child whose estimate beats it, else stays — a rollback of the whole child);
 2. the evolve agent proposes from that parent (`propose(markers, nth, step)`); a child whose
    harness is already in the archive is not evaluated again (the digest of what was tried);
 3. the child is evaluated, k trials a task, on the tasks its manifests name and a random
-   `eval_share` of the others (1.0: a full round); the rest it inherits from its parent;
+   `eval_share` of the others (1.0: a full round); the rest it inherits from its parent.
+   A rejected child with P(above the clutter cost) ≥ `relook` gets up to `relooks` more looks
+   first (off by default: measured worse, docs/search.md). Two branches merge when each holds
+   changes the other lacks (distinct files, as in the product's merge).
 4. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
    and is not expanded again; nor is a node whose last three evolve calls proposed nothing new.
 
