@@ -94,7 +94,7 @@ class TreeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     width: int = Field(default=2, ge=1, le=8, description="evolve calls (children) per round")
-    rule: Literal["thompson", "ei"] = "thompson"
+    rule: Literal["thompson", "ei"] = "ei"
     prune_z: float = Field(default=3.0, ge=0.0, description="prune a node whose mean + z*sd is below the best mean")
     finalists: int = Field(default=2, ge=1, le=8, description="nodes re-evaluated at the end")
     merge: bool = True

@@ -114,13 +114,13 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
     assert all(c["trials"] <= next(d["trials"] for d in cells if d["world"] == c["world"] and d["budget"] == c["budget"]
                                    and d["strategy"] == "line") for c in cells)  # no strategy spends more than line
     for row in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines()):  # one currency: trials + evolve calls
-        for s in ("tree-ei", "tree-ts"):
+        for s in ("tree-ei", "tree-ts", "tree-mix"):
             for b in ("1x", "2x"):
                 assert row[f"{s}@{b}"]["cost"] <= row[f"line@{b}"]["cost"] + 1e-9
                 assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all or holdout" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout or holdout2" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
 
 
 def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeypatch) -> None:
@@ -141,3 +141,44 @@ def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeyp
     assert diff() > -0.06  # within noise of the line (the paired mean over 20 seeds)
     monkeypatch.setitem(compare.STRATEGIES, "tree-ei", compare.STRATEGIES["tree-ei"].model_copy(update={"final_share": 1.0}))
     assert diff() < -0.1  # the fix undone: two fixed final rounds leave one evolve call of line's three
+
+
+def _tree_world(seed: int = 3) -> TreeWorld:
+    return make_tree_world(TreeScenario(tasks={"count": 40}, tree={"pool": 24, "dead_ends": 1, "conflicts": 1}), seed)
+
+
+def test_thompson_after_switches_the_rule_once_that_many_rounds_are_spent() -> None:
+    w, rnd = _tree_world(), 2 * 40
+
+    def run(**kw):
+        return [n.markers for n in TreeSearch(w.p, list(w.base), 2, "s", TreeSettings(select="ei", eval_share=0.1, **kw)).run(_propose(w), 12 * rnd).nodes]
+
+    ei, ts = run(), [n.markers for n in TreeSearch(w.p, list(w.base), 2, "s", TreeSettings(select="thompson", eval_share=0.1)).run(_propose(w), 12 * rnd).nodes]
+    assert run(thompson_after=100) == ei  # never reached: plain EI
+    late = run(thompson_after=4)
+    assert late != ei and late != ts  # EI's archive until four rounds are spent, then Thompson's choices
+    first = next(i for i, (a, b) in enumerate(zip(late, ei)) if a != b)
+    assert first > 1 and late[:first] == ei[:first]
+
+
+def test_branches_editing_one_component_in_different_files_merge() -> None:
+    from ahe.simulate.search import tree as tree_mod
+
+    w = _world(per_call=(1, 1))
+    s = TreeSearch(w.p, T, 2, "m", TreeSettings(select="ei", eval_share=1.0))
+    s.run(_propose(w), 10**6, max_calls=0)
+    s.named_of = {}
+    s.add(0, frozenset({"fixA"}), {T[0], T[1]})
+    s.add(0, frozenset({"patch"}), {T[0]})
+    assert tree_mod.component_of("fixA") == tree_mod.component_of("patch") == "tools"
+    s._merge_branches(10**6)
+    assert frozenset({"fixA", "patch"}) in s.seen  # one component, two files (sim/<uid>.md): git merges them
+
+
+def test_a_near_miss_gets_another_look_before_it_is_rolled_back() -> None:
+    w = _tree_world(5)
+    plain = TreeSearch(w.p, list(w.base), 2, "r", TreeSettings(select="ei", eval_share=0.05)).run(_propose(w), 15 * 80)
+    again = TreeSearch(w.p, list(w.base), 2, "r", TreeSettings(select="ei", eval_share=0.05, relook=0.05, relooks=2)).run(_propose(w), 15 * 80)
+    assert not [n for n in plain.nodes[1:] if n.pruned and n.evals > 1]  # one look a rejected child (finalists get a round)
+    relooked = [n for n in again.nodes[1:] if n.pruned and n.evals > 1]
+    assert relooked and max(n.evals for n in again.nodes) <= 3  # a near miss looked at again, never more than relooks + 1

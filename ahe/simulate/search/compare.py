@@ -12,7 +12,8 @@ out their stream — evolve call n gets iteration n's changes whatever the paren
 Reported per world, strategy and budget: the true pass@1 gain of the harness returned over the
 seed (mean and 95 % interval over seeds), the paired difference to line, the share of the
 best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
-`worlds/holdout/`, written after the strategy was frozen (never tuned on).
+`worlds/holdout/`, written after the strategy was frozen (never tuned on); `--search holdout2`: those of
+`worlds/holdout2/`, written after the 7 Dec strategy (file merges, tree-mix) froze.
 """
 
 from __future__ import annotations
@@ -40,15 +41,18 @@ LINE = TreeSettings(select="line", eval_share=1.0, final_top=0, call_price=PRICE
 STRATEGIES = {
     "tree-ei": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE),
     "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
+    # EI for a night's first ten rounds, Thompson after (measured on development seeds 0-25, docs/search.md)
+    "tree-mix": TreeSettings(select="ei", thompson_after=10, eval_share=0.05, final_share=0.1, call_price=PRICE),
 }
 STREAM = 6  # a stream world's changes: this many times its iterations (evolve call n gets iteration n's)
 
 
 def load_worlds(which: str) -> list[tuple[str, Scenario]]:
-    """(kind, scenario) for `tree`, `standard`, `all` (those two) or `holdout` (tree worlds written after the strategy froze)."""
+    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout` or `holdout2` (tree worlds written
+    after the strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, docs/search.md)."""
     out: list[tuple[str, Scenario]] = []
-    if which in ("tree", "all", "holdout"):
-        where = WORLDS / "holdout" if which == "holdout" else WORLDS
+    if which in ("tree", "all", "holdout", "holdout2"):
+        where = WORLDS / which if which.startswith("holdout") else WORLDS
         out += [("tree", TreeScenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(where.glob("*.yaml"))]
     if which in ("standard", "all"):
         out += [("stream", Scenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(STANDARD.glob("*.yaml"))]
@@ -138,8 +142,8 @@ def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jo
     from ahe.simulate.search.table import markdown, summarize
     from ahe.simulate.suite import seed_list
 
-    if which not in ("tree", "standard", "all", "holdout"):
-        raise ConfigError(f"--search {which}: choose tree, standard, all or holdout")
+    if which not in ("tree", "standard", "all", "holdout", "holdout2"):
+        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout or holdout2")
     out = (out or Path("runs") / f"search-{which}").resolve()
     seeds_ = seed_list(seed_range, seeds)
     t0 = time.monotonic()

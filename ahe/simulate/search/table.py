@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ahe.simulate.metrics import interval
 
-STRATS = ("line", "tree-ei", "tree-ts")
+STRATS = ("line", "tree-ei", "tree-ts", "tree-mix")
 
 
 def summarize(rows: list[dict]) -> dict:

@@ -7,13 +7,17 @@ differs from its parent on the few tasks its changes touch, so the untouched tas
 parent's trials; the touched ones are soon decided by the child's own). Each step:
 
 1. choose the node to expand — `thompson` (a draw from every live node's posterior, the
-   highest draw wins), `ei` (the highest expected improvement over the best estimate), or
+   highest draw wins), `ei` (the highest expected improvement over the best estimate; with
+   `thompson_after`, Thompson once that many full rounds are spent), or
    `line` (the paper's line in the same machinery: always the current node; the line moves to
    a child whose estimate beats it, else stays — a rollback of the whole child);
 2. the evolve agent proposes from that parent (`propose(markers, nth, step)`); a child whose
    harness is already in the archive is not evaluated again (the digest of what was tried);
 3. the child is evaluated, k trials a task, on the tasks its manifests name and a random
-   `eval_share` of the others (1.0: a full round); the rest it inherits from its parent;
+   `eval_share` of the others (1.0: a full round); the rest it inherits from its parent.
+   A rejected child with P(above the clutter cost) ≥ `relook` gets up to `relooks` more looks
+   first (off by default: measured worse, docs/search.md). Two branches merge when each holds
+   changes the other lacks (distinct files, as in the product's merge).
 4. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
    and is not expanded again; nor is a node whose last three evolve calls proposed nothing new.
 
@@ -60,6 +64,9 @@ class TreeSettings(BaseModel):
     call_price: float = Field(default=0.0, ge=0, description="what one evolve call costs in trials (the budget's one currency)")
     split: bool = Field(default=False, description="tree: one child per proposed change, instead of one per evolve call")
     merge: bool = Field(default=True, description="tree: merge the children of one parent that beat it")
+    thompson_after: float = Field(default=0.0, ge=0, description="tree (ei): switch to thompson once this many full rounds are spent (0: never)")
+    relook: float = Field(default=0.0, ge=0, le=0.5, description="tree: a rejected child whose P(above the clutter cost) is at least this gets another look (0: never)")
+    relooks: int = Field(default=1, ge=0, description="... at most this many more looks per child")
 
 
 @dataclass
@@ -139,9 +146,27 @@ class TreeSearch:
             self.evaluate(nd)
             return nd
         nd.named = np.array([t in named for t in self.tasks])
-        sample = self._rng("sample", nd.id).random(len(self.tasks)) < self.cfg.eval_share
-        self.evaluate(nd, nd.named | sample)
+        self._look(nd)
         return nd
+
+    def _look(self, nd: Node) -> None:
+        """One look at a child: its named tasks and a fresh random `eval_share` of the others."""
+        key = ("sample", nd.id) if nd.evals == 0 else ("sample", nd.id, nd.evals)
+        sample = self._rng(*key).random(len(self.tasks)) < self.cfg.eval_share
+        self.evaluate(nd, nd.named | sample)
+
+    def judge(self, child: Node, budget: float) -> bool:
+        """The verdict, with up to `relooks` more looks while a rejected child's P(above) is at least
+        `relook` (value of information: a near miss is worth another look before it is rolled back)."""
+        for _ in range(self.cfg.relooks if self.cfg.relook > 0 else 0):
+            p = self.p_above(child)
+            if p >= keep_bar(final=True) or p < self.cfg.relook or not self._fits(budget):
+                break
+            self._look(child)
+        if self.verdict(child):
+            return True
+        child.pruned = True
+        return False
 
     # -------------------------------------------------------------- the product's rules
     def tree_nodes(self) -> list[TreeNode]:
@@ -152,6 +177,9 @@ class TreeSearch:
                 for nd in self.nodes]
 
     def verdict(self, child: Node) -> bool:
+        return self.p_above(child) >= keep_bar(final=True)
+
+    def p_above(self, child: Node) -> float:
         """Keep the child's new changes? The product's expected-value rule (`ahe.evolution.expected_value`):
         per task the child ran, the spike-and-slab posterior effect against the nearest ancestor that ran
         it (prior P(moved): a named task 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); kept when
@@ -167,14 +195,16 @@ class TreeSearch:
             te = task_effect(self.tasks[i], Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i])), self.prior, pi)
             mean, var = mean + te.mean / t, var + te.var / t ** 2
         cost = CLUTTER / t
-        p_above = 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
-        return p_above >= keep_bar(final=True)
+        return 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
 
     # -------------------------------------------------------------- the search
     def choose(self, current: int, step: int) -> int | None:
         if self.cfg.select == "line":
             return current
-        picked = choose_expansions(self.tree_nodes(), 1, random.Random(f"{self.key}:select:{step}"), rule=self.cfg.select)
+        rule = self.cfg.select  # `ei` with `thompson_after`: Thompson once that many full rounds are spent
+        if rule == "ei" and 0 < self.cfg.thompson_after <= self.cost / (self.k * len(self.tasks)):
+            rule = "thompson"
+        picked = choose_expansions(self.tree_nodes(), 1, random.Random(f"{self.key}:select:{step}"), rule=rule)
         return int(picked[0][1:]) if picked else None
 
     def prune(self) -> None:
@@ -215,10 +245,8 @@ class TreeSearch:
             before = len(self.nodes)
             if self.cfg.select == "line" or not self.cfg.split:  # one child: the round's harness
                 kid = self._child(parent, proposed)
-                if kid is not None and self.verdict(kid):
-                    current = kid.id  # kept: the line continues from it
-                elif kid is not None:
-                    kid.pruned = True  # rejected: rolled back, never expanded (the line: the same parent again)
+                if kid is not None and self.judge(kid, budget - reserve):
+                    current = kid.id  # kept: the line continues from it (rejected: rolled back, never expanded)
                 if self.cfg.merge and self.cfg.select != "line":
                     self._merge_branches(budget - reserve)
             else:
@@ -251,22 +279,20 @@ class TreeSearch:
             kid = self._child(parent, [change])
             if kid is None:
                 continue
-            if self.verdict(kid):
+            if self.judge(kid, budget):
                 kept.append((kid, change))
-            else:
-                kid.pruned = True
         mu, _ = self.estimates()
         by_comp: dict[str, tuple] = {}
         for kid, change in sorted(kept, key=lambda x: -mu[x[0].id]):
             by_comp.setdefault(component_of(change[0]), change)
         if self.cfg.merge and len(by_comp) > 1 and self._fits(budget):
             kid = self._child(parent, list(by_comp.values()))
-            if kid is not None and not self.verdict(kid):
-                kid.pruned = True
+            if kid is not None:
+                self.judge(kid, budget)
 
     def _merge_branches(self, budget: float) -> None:
-        """Merge by component: the best node and the best one of another branch whose changes beyond
-        their common harness edit other components; the merge is judged like any child."""
+        """Merge: the best node and the best one of another branch that each hold changes the other lacks
+        (on different files, as the product's merge requires); the merge is judged like any child."""
         mu, _ = self.estimates()
         live = sorted((nd for nd in self.nodes if not nd.pruned and nd.parent is not None), key=lambda nd: -mu[nd.id])[:6]
         if len(live) < 2 or not self._fits(budget):
@@ -276,11 +302,11 @@ class TreeSearch:
             mine, theirs = a.markers - b.markers, b.markers - a.markers
             if not mine or not theirs or a.markers | b.markers in self.seen:
                 continue
-            if {component_of(u) for u in mine} & {component_of(u) for u in theirs}:
-                continue  # the same component edited on both branches: not merged
+            # each simulated change is its own file (sim/<uid>.md): the two sides never touch one file, so
+            # git merges them, as the product's `ahe.evolution.tree.merge` would (it refuses only overlapping files)
             kid = self._child(a, [(u, self.named_of.get(u, [])) for u in sorted(theirs)])
-            if kid is not None and not self.verdict(kid):
-                kid.pruned = True
+            if kid is not None:
+                self.judge(kid, budget)
             return
 
     def _finish(self, budget: float, rnd: int, current: int, steps: int) -> SearchResult:
