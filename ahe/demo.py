@@ -171,9 +171,9 @@ def _steps(when: list[str], calls: list[dict]) -> list[dict]:
 def tree_rules() -> list[dict]:
     """`search: tree` (the tree's story, docs/search.md): round 1's tree child 1 records only the
     middleware (the first branch: Y regresses), child 2 only the lesson (the line follows it);
-    round 2's child 2, on node-002, brings the middleware back (Y regresses again: iteration 3's
-    attribution rolls it back, a `rollback` node); round 3's child 1, on that rollback node,
-    records a backup lesson that solves Z (the best node). Every other call changes nothing."""
+    round 2's child on node-002 (whichever child number the rule gives it) brings the middleware back
+    (Y regresses again: iteration 3's attribution rolls it back, a `rollback` node); round 3's child
+    on node-002 records a backup lesson that solves Z (the best node). Every other call changes nothing."""
     rules = evolve_policy()["rules"]
     lesson, strict = rules[1]["tool_calls"][0]["arguments"], rules[4]["tool_calls"][0]["arguments"]
     middleware = [rules[2]["tool_calls"][0], rules[3]["tool_calls"][0], {"name": "record_change", "arguments": strict}]
@@ -189,8 +189,8 @@ def tree_rules() -> list[dict]:
     fix = [{"name": "edit_file", "arguments": {"path": "LongTermMEMORY.md", "old_string": LESSON, "new_string": LESSON + BACKUP_LESSON}},
            {"name": "record_change", "arguments": backup}, {"name": "finish", "arguments": {"message": "Recorded the backup lesson."}}]
     return (_steps(["Iteration 1.", "tree child 1 of 2"], one) + _steps(["Iteration 1.", "tree child 2 of 2"], two)
-            + _steps(["Iteration 2.", "tree child 2 of 2", "expanding node-002"], again)
-            + _steps(["Iteration 3.", "tree child 1 of 2", "expanding node-002"], fix))
+            + _steps(["Iteration 2.", "expanding node-002"], again)
+            + _steps(["Iteration 3.", "expanding node-002"], fix))
 
 
 # ------------------------------------------------------------------ `ahe demo --backend mini-swe-agent`

@@ -69,7 +69,8 @@ def test_a_parent_cycle_or_an_unknown_parent_still_draws() -> None:
 
 @pytest.fixture(scope="module")
 def tree_run(tmp_path_factory) -> Path:
-    """The tree demo through `ahe evolve`: node-000 → node-001 (pruned), node-002 (best), merge node-003."""
+    """The tree demo through `ahe evolve`: node-001 pruned, merges node-003 and node-007, the rollback
+    node-005, best node-006 on node-000 → node-002 → node-006."""
     from ahe.demo import write_demo
 
     d = tmp_path_factory.mktemp("report-tree")
@@ -92,17 +93,21 @@ def test_the_tree_drawn_in_the_report(tree_run: Path, tmp_path: Path) -> None:
     dom = r["dom"]
     assert dom["treeSection"] and dom["treeLegend"] and dom["scripts"] == 0
     classes = dict(dom["treeNodes"])
-    assert list(classes) == [n["id"] for n in tree["nodes"]] == ["node-000", "node-001", "node-002", "node-003"]
-    assert [n for n, c in classes.items() if "best" in c.split()] == [tree["best"]] == ["node-002"]
-    assert "pruned" in classes["node-001"].split() and "finalist" in classes["node-000"].split()
+    assert list(classes) == [n["id"] for n in tree["nodes"]] == [f"node-00{i}" for i in range(8)]
+    assert [n for n, c in classes.items() if "best" in c.split()] == [tree["best"]] == ["node-006"]
+    assert "pruned" in classes["node-001"].split() and "finalist" in classes["node-002"].split()
     assert all("exhausted" in classes[n["id"]].split() for n in tree["nodes"] if n["exhausted"])
     edges = {(f, t): c.split() for f, t, c in dom["treeEdges"]}
-    assert [e for e, c in edges.items() if "on-path" in c] == [("node-000", "node-002")]
+    assert sorted(e for e, c in edges.items() if "on-path" in c) == [("node-000", "node-002"), ("node-002", "node-006")]
     assert {f for (f, t), c in edges.items() if t == "node-003" and "merge-edge" in c} == {"node-002", "node-001"}
-    assert dom["treeLabels"] == ["n001-chg-1", "n002-chg-1", "n001-chg-1"]  # node-001, node-002, the merge's addition
-    assert dom["treeBest"] == f"Best: node-002 — {tree['best_reason']}"
-    assert dom["treeMerges"][1].split("\t")[:3] == ["1", "node-002 + node-001", "made node-003"]
-    assert 700 < dom["treeBox"][0] < 1300 and dom["treeBox"][1] > 150  # readable at the page's width
+    assert {f for (f, t), c in edges.items() if t == "node-007" and "merge-edge" in c} == {"node-006", "node-003"}
+    assert dom["treeLabels"] == ["n001-chg-1", "n002-chg-1", "n001-chg-1", "n004-chg-1", "rolled back n004-ch…",
+                                 "n006-chg-1", "n001-chg-1"]  # node-001 … node-007 (a merge's: what its other part adds)
+    assert dom["treeBest"] == f"Best: node-006 — {tree['best_reason']}"
+    assert [m.split("\t")[:3] for m in dom["treeMerges"][1:]] == [["1", "node-002 + node-001", "made node-003"],
+                                                                  ["2", "node-003 + node-004", "not made"],
+                                                                  ["3", "node-006 + node-003", "made node-007"]]
+    assert 700 < dom["treeBox"][0] <= 1300 and dom["treeBox"][1] > 150  # scaled to the page, still readable
     assert shot.exists() and shot.stat().st_size > 10_000
 
 
@@ -125,7 +130,7 @@ def test_hostile_text_and_a_refused_merge_in_the_tree(tree_run: Path, tmp_path: 
     assert all(u == out.resolve().as_uri() for u in r["requests"]), r["requests"]
     dom = r["dom"]
     assert dom["scripts"] == 0 and dom["imgs"] == 0 and dom["treeLabels"][0] == evil[:19] + "…"
-    assert dom["treeMerges"][2].split("\t") == ["2", "node-000 + node-002", "not made", f"both touch LongTermMEMORY.md {evil}"]
+    assert dom["treeMerges"][-1].split("\t") == ["2", "node-000 + node-002", "not made", f"both touch LongTermMEMORY.md {evil}"]
 
 
 @needs_bwrap

@@ -134,7 +134,7 @@ def test_history_names_the_trees_best_and_commits_name_the_tree_ids(tree_run):
     ids = {e.id: e.commit for n in tree.nodes for e in n.entries}
     named = {c.message.split(" ", 1)[0]: c.hexsha for c in repo.iter_commits("--all") if "-chg-" in c.message.split(" ", 1)[0]}
     assert named == ids and set(named) == {"n001-chg-1", "n002-chg-1", "n004-chg-1", "n006-chg-1"}
-    manifest = json.loads((tree_run / "iterations" / "003" / "tree" / "c1" / "evolve" / "manifest.json").read_text())
+    manifest = json.loads((tree_run / "iterations" / "003" / "tree" / "c2" / "evolve" / "manifest.json").read_text())
     assert [c["id"] for c in manifest["changes"]] == ["n006-chg-1"]
 
 

@@ -80,7 +80,7 @@ def test_killed_mid_tree_resumes_without_rerunning_a_trial_or_an_evolve_call(ref
     finished, calls = trial_results(run), evolve_calls(run)
     evaluated = {p: p.read_text() for p in run.glob("iterations/001/tree/*/harness.json")}
     child = 1 if "child-1" in kill_at else 2
-    assert len(calls) == child  # the kill landed where it says: that many evolve calls made, none after
+    assert len(calls) == 2  # a round's evolve calls all come before its children's evaluations (side by side)
     assert len(list(run.glob(f"iterations/001/tree/c{child}/rollouts/*/trial-*/result.json"))) == 6
     resumed = ahe("evolve", "--resume", str(run), "-q")
     assert resumed.returncode == 0, resumed.stderr
@@ -138,37 +138,35 @@ def test_a_pruned_node_is_never_expanded_afterwards(reference):
     assert "node-001" in t["rounds"][0]["children"]  # it was a real branch before
 
 
-# ---------------------------------------------------------------------------- 2. budget mid-round
+# ---------------------------------------------------------------------------- 2. a budget that runs out
 @pytest.fixture(scope="module")
 def budget_run(tmp_path_factory) -> Path:
-    # with one task held out, iteration 1's line rollout spends ~2.9k agent tokens, tree child 1 ~2.9k,
-    # child 2 ~5.2k, the merge ~5.2k: 8k runs out during child 2
+    # with one task held out, iteration 1's line rollout spends ~2.9k agent tokens, and the tree prices
+    # a child at that: 18k affords round 1's two children and its merge (which cost more: ~2.9k, ~5.2k,
+    # ~5.2k), and the rest of the night no more
     d = tmp_path_factory.mktemp("budget")
     cfg = write_demo(d, iterations=3, search="tree")
-    cfg.write_text(cfg.read_text() + "holdout: {}\nbudgets:\n  max_tokens: {agent: 8000}\n")
+    cfg.write_text(cfg.read_text() + "holdout: {}\nbudgets:\n  max_tokens: {agent: 18000}\n")
     proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
     assert proc.returncode == 0, proc.stderr
     return d / "run"
 
 
-def test_a_budget_spent_mid_round_still_ends_with_a_judged_best(budget_run):
+def test_a_budget_that_runs_out_still_ends_with_a_judged_best(budget_run):
     run = budget_run
     best = judged_best(run)
     t = tree_json(run)
-    assert "no re-evaluation (token budget of agent (8,000) reached" in t["best_reason"]
+    assert "no re-evaluation (" in t["best_reason"] and "budget" in t["best_reason"], t["best_reason"]
     assert not (run / "tree-final").exists()  # a spent budget buys no re-evaluation
-    assert [r["iteration"] for r in t["rounds"]] == [1] and not (run / "iterations" / "002" / "evolve").exists()
-    assert best["id"] == "node-002"  # the lesson branch: 2/4 on its one evaluation, the seed 0/4
-    assert len(t["rounds"][0]["children"]) == 2 and t["merges"][0]["node"]  # the round ran to its end (the evolve phase)
-    spent = json.loads((run / "scores.json").read_text())["totals"]["tokens"]["agent"]
-    assert spent >= 8000 and not (run / "iterations" / "002").exists()  # the round finished, no other began
+    assert len(t["rounds"][0]["children"]) == 2 and t["merges"][0]["node"]  # round 1 afforded both children and the merge
+    assert not (run / "iterations" / "003" / "evolve").exists()  # the night ended before its last round
     # the tree's best, not the line's (the line evaluated only the seed before the budget ended it), is held out
     held = json.loads((run / "holdout" / "result.json").read_text())
     assert held["best"]["commit"] == best["commit"] != held["seed"]["commit"]
     audit = json.loads(ahe("audit", str(run), "--format", "json").stdout)
-    assert audit["stopped"] == "token budget of agent (8,000) reached" and audit["tree"]["best"] == best["id"]
+    assert "budget" in audit["stopped"] and audit["tree"]["best"] == best["id"]
     table = ahe("audit", str(run)).stdout
-    assert "token budget of agent (8,000) reached" in table
+    assert audit["stopped"] in " ".join(table.split())
 
 
 # ---------------------------------------------------------------------------- 4. held-out gains
@@ -191,7 +189,7 @@ def test_every_tree_node_is_estimated_on_the_search_split_only(holdout_run):
     split = json.loads((run / "holdout" / "split.json").read_text())
     (held,) = split["held_out"]
     t = tree_json(run)
-    assert len(t["nodes"]) == 4 and t["merges"][0]["node"] and (run / "tree-final").is_dir()
+    assert len(t["nodes"]) == 5 and t["merges"][0]["node"] and (run / "tree-final").is_dir()
     for n in t["nodes"]:
         for folder in n["evaluations"]:  # the children, the merge, the line's rounds, the finalists
             assert sorted(json.loads((run / folder / "results.json").read_text())["tasks"]) == split["search"], folder

@@ -145,7 +145,9 @@ def tree_svg(summary: dict[str, Any]) -> Markup:
     width = PAD_L + COL_W * max(depth.values()) + BOX_W + PAD_L
     height = PAD_T + ROW_H * max(row.values()) + BOX_H + 10
     out = [f'<svg id="search-tree" class="chart tree" role="img" aria-label="the search tree: nodes by depth" '
-           f'xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}">']
+           f'xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
+           # fits the page down to 70 % of its size (text stays readable), then the box scrolls sideways
+           f'style="width:100%;height:auto;max-width:{width:.0f}px;min-width:{0.7 * width:.0f}px">']
     for d in range(max(depth.values()) + 1):
         out.append(f'<text class="axis" x="{PAD_L + COL_W * d + BOX_W / 2:.1f}" y="14" text-anchor="middle">'
                    f'depth {d}{" (seed)" if d == 0 else ""}</text>')
@@ -162,7 +164,7 @@ def tree_svg(summary: dict[str, Any]) -> Markup:
 def tree_legend() -> Markup:
     """What the boxes, outlines and lines of `tree_svg` mean."""
     items = [("box", "", "a node (an evaluated harness)"), ("box", "best", "best"), ("box", "finalist", "finalist"),
-             ("box", "pruned", "pruned"), ("box", "exhausted", "exhausted (its evolve call made no child)"),
+             ("box", "pruned", "pruned"), ("box", "exhausted", "exhausted (not expanded again: no child, or rolled back)"),
              ("line", "on-path", "path from the seed to best"), ("line", "merge-edge", "a merge's part"),
              ("bar", "", "estimated pass@1 and its 95 % interval on [0, 1]")]
     out, x, y, right = [], 4, 0, 0

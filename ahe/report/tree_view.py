@@ -16,7 +16,7 @@ def _status(tree: Tree, node_id: str, on_path: set[str]) -> str:
     node = tree.node(node_id)
     marks = ["best" if node_id == tree.best else "", "on the path to best" if node_id in on_path and node_id != tree.best else "",
              "finalist" if node_id in tree.finalists else "", "pruned" if node.pruned else "",
-             "exhausted (its evolve call made no child)" if node.exhausted else "",
+             f"exhausted ({node.note or 'its evolve call made no child'})" if node.exhausted else "",
              f"stopped ({node.stopped})" if node.stopped else ""]
     return ", ".join(m for m in marks if m) or "-"
 
