@@ -218,3 +218,19 @@ def test_ahe_diff_and_transfer_take_any_node_by_its_branch(tree_run, tmp_path):
     assert "strict_mode" in (Path(picked["path"]) / "agent.yaml").read_text()  # node-001's own change
     with pytest.raises(Exception, match="node-009"):
         resolve_harness(f"{tree_run}@node-009", tmp_path, "harness")
+
+
+def test_the_plan_counts_the_trees_evolve_calls_children_merges_and_finalists(tree_run):
+    """`ahe plan --from` the tree demo, for the same config: the night's trials (rollouts, children,
+    merges, finalists) and each role's tokens inside the forecast's interval, evolve per call."""
+    plan = subprocess.run([sys.executable, "-m", "ahe.cli", "plan", str(tree_run.parent / "config.yaml"), "--from",
+                           str(tree_run), "--json"], capture_output=True, text=True, timeout=120, check=True)
+    fc = json.loads(plan.stdout)
+    ran = [p for p in tree_run.glob("**/trial-*/result.json") if "workspace" not in p.parts]
+    total = fc["trials"]["total"]
+    assert total["low"] <= len(ran) <= total["high"] and total["mid"] == len(ran) == 72
+    spent = json.loads((tree_run / "scores.json").read_text())["totals"]["tokens"]
+    for role in fc["roles"]:
+        iv, actual = role["total_tokens"], spent[role["role"]]
+        assert iv["low"] <= actual <= iv["high"] and abs(iv["mid"] - actual) <= 0.25 * actual, (role["role"], iv, actual)
+    assert any("search tree: 2 evolve sessions per iteration" in a for a in fc["assumptions"])

@@ -162,6 +162,20 @@ def reeval_range(cfg: ExperimentConfig, tasks: int, observed: float | None) -> I
     return ZERO
 
 
+def children(cfg: ExperimentConfig) -> tuple[int, Interval, Interval]:
+    """Per non-final iteration: evolve sessions and child evaluations (each tasks × k trials), and
+    the evaluations after the loop. line: 1, none; best-of-n: N, N; tree (docs/search.md): width
+    calls, 0 to width children plus the merge (mid: width — a call may propose nothing, a merge
+    needs a pair of different files), then the finalists re-evaluated (none when a budget ends it)."""
+    if cfg.search == "tree":
+        t = cfg.tree
+        return t.width, Interval(low=0, mid=t.width, high=t.width + (1 if t.merge else 0)), Interval(low=0, mid=t.finalists, high=t.finalists)
+    if cfg.variants > 1:
+        n = float(cfg.variants)
+        return cfg.variants, Interval(low=n, mid=n, high=n), ZERO
+    return 1, ZERO, ZERO
+
+
 def count_trials(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None = None) -> TrialCount:
     """`tasks`: every task of the run; with `holdout:` the rounds run the search split only and the
     held-out scoring adds its trials (ahe.evolution.holdout)."""
@@ -170,11 +184,12 @@ def count_trials(cfg: ExperimentConfig, tasks: int, observed_reeval: float | Non
     held, tasks = held_out_trials(cfg, tasks), search_tasks(cfg, tasks)
     rounds = cfg.iterations + (1 if cfg.evaluate_final else 0)
     per = tasks * cfg.k
-    variants = cfg.iterations * cfg.variants * per if cfg.variants > 1 else 0
+    _, child, after = children(cfg)
+    extra = child.scale(cfg.iterations * per).plus(after.scale(per))  # children, merges and the tree's finalists
     reeval = reeval_range(cfg, tasks, observed_reeval).scale(rounds - 1)
-    base = float(rounds * per + variants + held)
-    return TrialCount(rounds=rounds, tasks=tasks, k=cfg.k, rollout=rounds * per, variants=variants, reeval=reeval,
-                      holdout=held, total=Interval(low=base + reeval.low, mid=base + reeval.mid, high=base + reeval.high))
+    base = float(rounds * per + held)
+    return TrialCount(rounds=rounds, tasks=tasks, k=cfg.k, rollout=rounds * per, variants=round(extra.mid), reeval=reeval,
+                      holdout=held, total=reeval.plus(extra).plus(Interval(low=base, mid=base, high=base)))
 
 
 def phase_plan(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None) -> list[tuple[int, str, dict[str, Interval]]]:
@@ -189,16 +204,20 @@ def phase_plan(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None)
         final = it > cfg.iterations
         out.append((it, "rollout", {"agent": Interval(low=per, mid=per, high=per)}))
         if it >= 2:
-            out.append((it, "attribution", {"reeval": reeval_range(cfg, tasks, observed_reeval)}))
+            attribution = {"reeval": reeval_range(cfg, tasks, observed_reeval)}
+            if it == cfg.iterations + (1 if cfg.evaluate_final else 0) and children(cfg)[2].high > 0:
+                attribution["agent"] = children(cfg)[2].scale(per)  # the tree's finalists, re-evaluated after the last round
+            out.append((it, "attribution", attribution))
         if final:
             break
         if cfg.debugger.enabled and cfg.debugger.use_agent:
             out.append((it, "debug", {"debugger": one.scale(tasks)}))
         if it == 1 and cfg.explore.sources:
             out.append((it, "explore", {"explore": one}))
-        evolve = {"evolve": one.scale(cfg.variants)}
-        if cfg.variants > 1:
-            evolve["agent"] = one.scale(cfg.variants * per)
+        sessions, child, _ = children(cfg)
+        evolve = {"evolve": one.scale(sessions)}
+        if child.high > 0:
+            evolve["agent"] = child.scale(per)
         out.append((it, "evolve", evolve))
     if held:  # after the loop: seed and best on the sealed held-out split (marked done as iteration 0's "holdout")
         out.append((0, "holdout", {"agent": Interval(low=held, mid=held, high=held)}))

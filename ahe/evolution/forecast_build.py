@@ -70,7 +70,9 @@ def _seconds(cfg: ExperimentConfig, costs: UnitCosts, role: str, units: float, u
         return math.ceil(units / cfg.concurrency) * unit.seconds
     if role == "debugger":
         return units * unit.seconds / cfg.debugger.concurrency
-    return unit.seconds * (1 if role == "evolve" and units else units)  # variants' sessions run side by side
+    if role == "evolve" and units and cfg.search != "tree":
+        return unit.seconds  # variants' sessions run side by side; a tree's evolve calls one after the other
+    return unit.seconds * units
 
 
 def apply_prices(cfg: ExperimentConfig, prices: dict[str, Price]) -> ExperimentConfig:
@@ -147,7 +149,11 @@ def _count_notes(cfg: ExperimentConfig, tasks: int, kind: str) -> list[str]:
     if s in ("noise", "expected-value"):
         out.append(f"re-evaluation ({s}) in iterations 2..{rounds}: from 0 up to its budget per round "
                    f"(reeval_share {cfg.attribution.reeval_share}" + (f", reeval_ceiling {cfg.attribution.reeval_ceiling})" if s == "expected-value" else ")"))
-    if cfg.variants > 1:
+    if cfg.search == "tree":
+        t = cfg.tree
+        out.append(f"search tree: {t.width} evolve sessions per iteration and 0 to {t.width + (1 if t.merge else 0)} child "
+                   f"evaluations (mid {t.width}) of tasks × k trials, then up to {t.finalists} finalists re-evaluated")
+    elif cfg.variants > 1:
         out.append(f"{cfg.variants} variants per iteration: {cfg.variants} evolve sessions and {cfg.variants} × tasks × k trials")
     out.append(f"wall clock: {cfg.executor} executor, {cfg.concurrency} trials at once, debugger {cfg.debugger.concurrency} at once")
     return out

@@ -129,7 +129,12 @@ def run_costs(run: Path) -> UnitCosts:
     work = [s for s in iters if not s.get("final")]
     debugger = _role([s["tokens"].get("debugger", 0) for s in work], [n_tasks if "debug" in s.get("timings_sec", {}) else 0 for s in work],
                      [s.get("timings_sec", {}).get("debug", 0) for s in work], (0.3, 0.1))
-    evolve = _role([s["tokens"].get("evolve", 0) for s in work], [variants if "evolve" in s.get("timings_sec", {}) else 0 for s in work],
+    def sessions(it: int) -> int:  # a tree round's evolve calls are its children's folders; else the variants
+        calls = len(list(run.glob(f"iterations/{it:03d}/tree/c*/evolve/manifest.json")))
+        return calls if exp.get("search") == "tree" else variants
+
+    evolve = _role([s["tokens"].get("evolve", 0) for s in work],
+                   [sessions(s["iteration"]) if "evolve" in s.get("timings_sec", {}) else 0 for s in work],
                    [s.get("timings_sec", {}).get("evolve", 0) for s in work], split)
     explore = _role([s["tokens"].get("explore", 0) for s in work], [1 if s["tokens"].get("explore") else 0 for s in work],
                     [s.get("timings_sec", {}).get("explore", 0) for s in work], split)

@@ -105,7 +105,7 @@ def render(fc: Forecast, console: Console) -> None:
     console.print(escape(f"plan for {fc.config or 'the config'} — unit costs from {fc.source}: {fc.source_detail}"))
     t = fc.trials
     console.print(f"trials: {_iv(t.total)}  = {t.rollout} rollout ({t.tasks} tasks × k={t.k} × {t.rounds})"
-                  + (f" + {t.variants} variant evaluations" if t.variants else "")
+                  + (f" + {t.variants} child evaluations (variants; a tree's children, merges and finalists)" if t.variants else "")
                   + (f" + re-evaluation {_iv(t.reeval)}" if t.reeval.high else "")
                   + (f" + {t.holdout} held-out (seed and best on the sealed split)" if t.holdout else ""))
     table = Table("role", "model", "units", "input", "cached", "output", "total tokens (interval)", "dollars (interval)", "price")
