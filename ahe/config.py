@@ -43,6 +43,8 @@ class Budgets(_Strict):
     wall_clock_hours: float | None = None
     max_tokens: dict[str, int] = Field(default_factory=dict)  # per role, or "total"
     max_cost_usd: dict[str, float] = Field(default_factory=dict)  # per role, or "total"
+    # every trial the run makes: rollouts, re-evaluations, variants, tree children and finalists, held-out scoring
+    max_trials: int | None = Field(default=None, ge=1)
     target_pass_at_1: float | None = Field(default=None, ge=0, le=1)
 
     @field_validator("max_tokens", "max_cost_usd")

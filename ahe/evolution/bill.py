@@ -113,10 +113,12 @@ def _measured(run: RunFolder, start: UnitCosts | None) -> UnitCosts | None:
 
 
 def count_trials_spent(run: RunFolder) -> int:
-    """Every finished trial of the run: rollouts, re-evaluations, variants and the held-out scoring."""
+    """Every finished trial of the run: rollouts, re-evaluations, variants, the tree's children and
+    finalists (RUN/tree-final) and the held-out scoring."""
 
-    held = holdout_dir(run)
+    held, final = holdout_dir(run), run.root / "tree-final"
     return (sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0) + \
+        (sum(1 for _ in final.glob("*/rollouts/*/trial-*/result.json")) if final.is_dir() else 0) + \
         (sum(1 for _ in held.glob("*/rollouts/*/trial-*/result.json")) if held.is_dir() else 0)
 
 
@@ -164,7 +166,7 @@ def bill_entry(cfg: ExperimentConfig, run: RunFolder, scores: Scores, done: dict
         cost_usd=None if cost_spent is None else Quantity(spent=cost_spent, projected=(cost_left or ZERO).plus(Interval.of(cost_spent))),
         cost_by_role=by_role, unpriced_roles=unpriced, hours=Quantity(spent=elapsed_sec / 3600, projected=seconds.scale(1 / 3600).plus(Interval.of(elapsed_sec / 3600))),
         finish_at=seconds.plus(Interval.of(now)))
-    entry.budget = _budget_projected(cfg, totals, left, unit, elapsed_sec, costs)
+    entry.budget = _budget_projected(cfg, totals, left, unit, elapsed_sec, costs, trials=n_trials)
     return entry
 
 
@@ -176,15 +178,18 @@ def _sum(ivs: list[Interval]) -> Interval:
 
 
 def _budget_projected(cfg: ExperimentConfig, totals: dict, left, unit: dict[str, UnitCost], elapsed_sec: float,
-                      costs: UnitCosts | None) -> str | None:
+                      costs: UnitCosts | None, *, trials: float = 0.0) -> str | None:
     """Walk the phases still to run at the projection's middle; the first budget reached, and where."""
     b = cfg.budgets
-    if not (b.max_tokens or b.max_cost_usd or b.wall_clock_hours) or costs is None:
+    if not (b.max_tokens or b.max_cost_usd or b.wall_clock_hours or b.max_trials) or costs is None:
         return None
     tok = {r: float(v) for r, v in totals["tokens"].items() if r != "total"}
     usd = {r: float(v) for r, v in totals["cost_usd"].items() if r != "total"}
     sec = elapsed_sec
     for it, phase, spend in left:
+        trials += sum(n.mid for role, n in spend.items() if role in ("agent", "reeval"))
+        if b.max_trials is not None and trials >= b.max_trials:
+            return f"the trial budget ({b.max_trials:,}) is projected to be reached in iteration {it} ({phase})"
         for role, n in spend.items():
             tok[role] = tok.get(role, 0.0) + n.mid * unit[role].tokens
             rf = _role_forecast(cfg, role, n, unit[role], {})
@@ -242,10 +247,11 @@ def words(e: BillEntry) -> str:
 
 # ---------------------------------------------------------------------------- budgets ahead
 def budget_ahead(cfg: ExperimentConfig, scores: Scores, it: int, elapsed_sec: float, *, reserve_trials: int = 0,
-                 search_allocates: bool = False) -> str | None:
+                 search_allocates: bool = False, trials_spent: int = 0) -> str | None:
     """Before iteration it's edits: would they and their evaluation cross a budget? Projected as
     iteration it-1's debugger and evolve spend, its variants' evaluation, and this round's evaluation
-    (tokens, dollars, and the same phases' seconds for the wall clock); if so the run ends here, at a
+    (tokens, dollars, and the same phases' seconds for the wall clock; for `max_trials` this round's
+    rollout and re-evaluation trials again, and the variants' rounds); if so the run ends here, at a
     round boundary, with every harness it made evaluated and H_best judged. `reserve_trials` (the
     held-out scoring still owed) is kept free at this round's agent spend per trial. With
     `search_allocates` (search: tree) the evolve calls and the children's evaluation are left out of
@@ -270,6 +276,14 @@ def budget_ahead(cfg: ExperimentConfig, scores: Scores, it: int, elapsed_sec: fl
                 held = f" and the {reserve_trials} held-out trials still owed" if reserve_trials else ""
                 return (f"the {what} would be reached by iteration {it}'s edits and their evaluation{held} (projected "
                         f"from iteration {it - 1}); stopped before them, at the round boundary")
+    if cfg.budgets.max_trials is not None:
+        variants = 0 if search_allocates or cfg.variants <= 1 else cfg.variants * cur.n_trials
+        ahead_trials = variants + cur.n_trials + cur.reeval_trials + reserve_trials
+        if trials_spent + ahead_trials > cfg.budgets.max_trials:
+            held = f", {reserve_trials} of them held-out trials still owed" if reserve_trials else ""
+            return (f"the trial budget ({cfg.budgets.max_trials:,}) would be crossed by iteration {it}'s edits and their "
+                    f"evaluation ({trials_spent:,} run, {ahead_trials:,} more projected from iteration {it - 1}{held}); "
+                    f"stopped before them, at the round boundary")
     hours = cfg.budgets.wall_clock_hours
     if hours is not None:
         sec = sum(prev.timings_sec.get(p, 0.0) for p in ("debug", "evolve"))

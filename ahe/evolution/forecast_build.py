@@ -162,10 +162,13 @@ def _count_notes(cfg: ExperimentConfig, tasks: int, kind: str) -> list[str]:
 def check_budget(cfg: ExperimentConfig, timeline, units: dict[str, UnitCost], prices: dict[str, Price]) -> BudgetVerdict:
     """Walk the phases as the loop does (it checks after each phase) and say where a budget is reached."""
     b = cfg.budgets
-    if not (b.max_tokens or b.max_cost_usd or b.wall_clock_hours):
+    if not (b.max_tokens or b.max_cost_usd or b.wall_clock_hours or b.max_trials):
         return BudgetVerdict(stops=False, reason="no budgets configured")
 
     def spent(totals: dict[str, Interval], hours: Interval, end: str) -> str | None:
+        trials = sum(getattr(totals[r], end) for r in ("agent", "reeval") if r in totals)
+        if b.max_trials is not None and trials >= b.max_trials:
+            return f"trial budget ({b.max_trials:,})"
         tok = {r: getattr(totals[r].times(Interval.of(units[r].tokens, units[r].spread)), end) for r in totals}
         tok["total"] = sum(tok.values())
         for role, limit in b.max_tokens.items():

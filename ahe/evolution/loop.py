@@ -41,7 +41,7 @@ from ahe.evolution.phases import (
     rollback_phase,
     rollout_phase,
 )
-from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, load_bill, save_bill, start_bill, words
+from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, count_trials_spent, load_bill, save_bill, start_bill, words
 from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
@@ -169,7 +169,8 @@ class EvolutionLoop:
                         continue
                     ahead = None if final or phase != "debug" else budget_ahead(
                         self.cfg, scores, it, self._elapsed(), reserve_trials=trials_to_come(self.cfg, self._split, self.run),
-                        search_allocates=self.cfg.search == "tree")
+                        search_allocates=self.cfg.search == "tree",
+                        trials_spent=count_trials_spent(self.run) if self.cfg.budgets.max_trials else 0)
                     if ahead:
                         return await self._finish(ctx, state, ahead)
                     if phase in ("attribution", "rollback") and it == 1 or phase == "explore" and (
@@ -458,6 +459,8 @@ class EvolutionLoop:
         for role, limit in b.max_cost_usd.items():
             if totals["cost_usd"].get(role, 0.0) >= limit:
                 return f"cost budget of {role} (${limit}) reached"
+        if b.max_trials is not None and (n := count_trials_spent(self.run)) >= b.max_trials:
+            return f"trial budget ({b.max_trials:,}) reached: {n:,} trials run"
         score = scores.get(it)
         if phase == "rollout" and b.target_pass_at_1 is not None and score and score.pass_at_1 >= b.target_pass_at_1:
             return f"target pass@1 {b.target_pass_at_1} reached at iteration {it}"

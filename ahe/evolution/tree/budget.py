@@ -1,6 +1,9 @@
 """What the run's budgets leave for this round's children, in each budget's own unit, from the unit
 costs measured on the run so far (the rule itself: ahe.evolution.tree_budget, docs/search.md).
 
+`budgets.max_trials`: a child costs this round's line rollout in trials (an evolve call costs none); the
+next line rollout, its re-evaluation and the held-out trials still owed are kept free; what is left counts every trial run so far.
+
 Per budget of `budgets.max_tokens` / `budgets.max_cost_usd` (a role, or `total`):
 - one evaluation round of a child = what this round's line rollout cost (scores.json, before the
   children's are added); without it, the round's trials × the bill's unit cost of one trial;
@@ -28,23 +31,38 @@ def evolve_calls_made(ctx: "PhaseContext") -> int:
     return sum(1 for _ in root.glob("*/tree/c*/evolve/manifest.json")) if root.is_dir() else 0
 
 
+def held_out_owed(ctx: "PhaseContext") -> int:
+    """The held-out trials the run still owes (`holdout:`), read from its split.json: kept free too."""
+    from ahe.evolution.holdout import Split, holdout_dir, trials_to_come
+
+    split = read_model(holdout_dir(ctx.run) / "split.json", Split)
+    return trials_to_come(ctx.cfg, split, ctx.run)
+
+
 def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
     """One `Spend` per token or dollar budget of the run (none without budgets)."""
-    from ahe.evolution.bill import _measured, load_bill
+    from ahe.evolution.bill import _measured, count_trials_spent, load_bill
     from ahe.evolution.forecast import Interval
     from ahe.evolution.forecast_build import _role_forecast
 
     cfg, b = ctx.cfg, ctx.cfg.budgets
-    if not (b.max_tokens or b.max_cost_usd):
-        return []
-    bill = load_bill(ctx.run)
-    costs = _measured(ctx.run, bill.costs if bill else None)
-    if costs is None:
+    if not (b.max_tokens or b.max_cost_usd or b.max_trials):
         return []
     scores = ctx.run.load_scores()
     totals, cur = scores.totals(), scores.get(it)
     results = read_model(ctx.run.iteration(it).results_json, RunResults)
     trials = results.n_trials if results is not None else (cur.n_trials if cur else 0)
+    out: list[Spend] = []
+    if b.max_trials is not None:  # a child costs its evaluation round's trials; an evolve call costs none
+        keep = trials + (cur.reeval_trials if cur else 0) + held_out_owed(ctx)
+        out.append(Spend(unit="trials", left=float(b.max_trials - count_trials_spent(ctx.run)), evolve_call=0.0,
+                         evaluation=float(trials), reserve=float(keep)))
+    if not (b.max_tokens or b.max_cost_usd):
+        return out
+    bill = load_bill(ctx.run)
+    costs = _measured(ctx.run, bill.costs if bill else None)
+    if costs is None:
+        return out
     calls = evolve_calls_made(ctx)
 
     def unit(field: str, role: str, n: float, one) -> float:
@@ -53,7 +71,6 @@ def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
             return rf.total_tokens.mid
         return rf.cost_usd.mid if rf.cost_usd is not None else 0.0
 
-    out: list[Spend] = []
     for field, limits, word in (("tokens", b.max_tokens, "tokens"), ("cost_usd", b.max_cost_usd, "dollars")):
         spent = totals[field]
         evolve = spent.get("evolve", 0.0) / calls if calls else unit(field, "evolve", 1, costs.evolve)

@@ -26,8 +26,12 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
     pool = [n for n in tree.nodes if n.n_trials > 0 or n.kind == "rollback"]
     tree.finalists = finalists([n.choice() for n in pool], ctx.cfg.tree.finalists)
     again = "budget" not in reason
+    short: list[str] = []  # finalists a trial budget leaves no round for
     for nid in tree.finalists if again else []:
         node = tree.node(nid)
+        if not _round_fits(ctx, last):
+            short.append(nid)
+            continue
         d = ctx.run.root / "tree-final" / nid
         folder = str(d.relative_to(ctx.run.root))
         if folder in node.evaluations:
@@ -42,6 +46,10 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
     mean, _ = best.estimate()
     lo, hi = best.interval()
     how = "re-evaluated " + ", ".join(tree.finalists) if again else f"no re-evaluation ({reason})"
+    if short:
+        done = [i for i in tree.finalists if i not in short]
+        how = ("re-evaluated " + ", ".join(done) + "; " if done else "") + \
+            f"not {', '.join(short)} (the trial budget of {ctx.cfg.budgets.max_trials:,} leaves no round for it)"
     tree.best = best.id
     tree.best_reason = f"{best.id}: estimated pass@1 {mean:.3f} [{lo:.3f}, {hi:.3f}] over {best.n_trials} trials; {how}"
     save_tree(ctx.run, tree)
@@ -65,3 +73,18 @@ def best_words(run) -> str | None:
     lo, hi = best.interval()
     return (f"{best.id} ({best.commit[:10]}) of the search tree, estimated pass@1 {mean:.3f} [{lo:.3f}, {hi:.3f}] "
             f"over {best.n_trials} trials, path {' → '.join(tree.path(best.id))}")
+
+
+def _round_fits(ctx: "PhaseContext", last: int) -> bool:
+    """Does one more evaluation round (the last round's trials) fit in `budgets.max_trials`, with the
+    held-out trials still owed kept free?"""
+    from ahe.evolution.bill import count_trials_spent
+    from ahe.evolution.tree.budget import held_out_owed
+    from ahe.rollout.models import RunResults
+    from ahe.run_folder import read_model
+
+    limit = ctx.cfg.budgets.max_trials
+    if limit is None:
+        return True
+    results = read_model(ctx.run.iteration(last).results_json, RunResults)
+    return count_trials_spent(ctx.run) + (results.n_trials if results else 0) + held_out_owed(ctx) <= limit
