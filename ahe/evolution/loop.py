@@ -45,6 +45,7 @@ from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, load_bi
 from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
+from ahe.evolution.tree.crossing import mid_round
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.resources import seed_workspace
@@ -452,12 +453,13 @@ class EvolutionLoop:
         if b.wall_clock_hours is not None and self._elapsed() >= b.wall_clock_hours * 3600:
             return f"wall-clock budget of {b.wall_clock_hours} h reached"
         totals = scores.totals()
+        tail = mid_round(self.run, it) if self.cfg.search == "tree" and phase == "evolve" else ""
         for role, limit in b.max_tokens.items():
-            if totals["tokens"].get(role, 0) >= limit:
-                return f"token budget of {role} ({limit:,}) reached"
+            if (n := totals["tokens"].get(role, 0)) >= limit:
+                return f"token budget of {role} ({limit:,}) reached: {n:,.0f} spent, {n - limit:,.0f} over" + tail
         for role, limit in b.max_cost_usd.items():
-            if totals["cost_usd"].get(role, 0.0) >= limit:
-                return f"cost budget of {role} (${limit}) reached"
+            if (c := totals["cost_usd"].get(role, 0.0)) >= limit:
+                return f"cost budget of {role} (${limit}) reached: ${c:,.2f} spent, ${c - limit:,.2f} over" + tail
         score = scores.get(it)
         if phase == "rollout" and b.target_pass_at_1 is not None and score and score.pass_at_1 >= b.target_pass_at_1:
             return f"target pass@1 {b.target_pass_at_1} reached at iteration {it}"

@@ -73,6 +73,8 @@ class RoundRecord(BaseModel):
     stopped: list[str] = Field(default_factory=list, description="branches the budget's rule stopped this round")
     budget: str | None = Field(default=None, description="the round's allocation under a budget, in words")
     merge_fits: bool = True  # under a budget: one more evaluation round (the merge's) still fits
+    crossed: str | None = Field(default=None, description="a budget crossed inside the round: by how much, what was not started "
+                                                          "(ahe.evolution.tree.crossing)")
     line: str | None = None
     done: bool = False
 
