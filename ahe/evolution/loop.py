@@ -246,9 +246,12 @@ class EvolutionLoop:
         bill = load_bill(self.run)
         if bill is None or bill.forecast is None or not self._tasks:
             return
-        last = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), 0, "end", bill.costs, tasks=self._tasks)
+        # the last entry: what ran after the last phase too (the tree's finalists, the held-out scoring)
+        last = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), 0, "end", bill.costs, tasks=self._tasks, ended=True)
         bill.check, bill.ended = check_forecast(bill.forecast, last), reason
+        bill.entries.append(last)
         save_bill(self.run, bill)
+        self.console.print(escape(f"  {words(last)}"), highlight=False)
         inside = sum(c.inside for c in bill.check)
         tok = next(c for c in bill.check if c.quantity == "tokens:total")
         self.run.history(f"  - forecast vs actual: {inside} of {len(bill.check)} quantities inside the start's interval; "

@@ -37,6 +37,8 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
         results = await evaluate(ctx, ws, d)
         add_evidence(node, results, folder)
         save_tree(ctx.run, tree)
+    if again:
+        bill_finalists(ctx, tree.finalists, last)
     judged = [tree.node(i) for i in tree.finalists if tree.node(i).n_trials > 0] or [n for n in tree.nodes if n.n_trials > 0]
     best = max(judged, key=lambda n: (n.estimate()[0], n.n_trials, [-ord(c) for c in n.id]))
     mean, _ = best.estimate()
@@ -65,3 +67,21 @@ def best_words(run) -> str | None:
     lo, hi = best.interval()
     return (f"{best.id} ({best.commit[:10]}) of the search tree, estimated pass@1 {mean:.3f} [{lo:.3f}, {hi:.3f}] "
             f"over {best.n_trials} trials, path {' → '.join(tree.path(best.id))}")
+
+
+def bill_finalists(ctx: "PhaseContext", finalists: list[str], it: int) -> None:
+    """The finalists' re-evaluation in scores.json: iteration `it`'s `finalists` tokens and dollars
+    (agent trials, as the bill and the forecast count them), set from their folders' results — so
+    a re-evaluation resumed after a kill counts once."""
+    from ahe.rollout.models import RunResults
+    from ahe.run_folder import read_model
+
+    done = [r for nid in finalists if (r := read_model(ctx.run.root / "tree-final" / nid / "results.json", RunResults))]
+    scores = ctx.run.load_scores()
+    score = scores.get(it)
+    if score is None or not done:
+        return
+    score.tokens["finalists"] = sum(r.usage.total_tokens for r in done)
+    score.cost_usd["finalists"] = sum(float(r.usage.cost_usd or 0.0) for r in done)
+    scores.upsert(score)
+    ctx.run.save_scores(scores)
