@@ -288,17 +288,17 @@ class EvolutionLoop:
             if final:
                 repo.tag("final")
         elif phase == "debug":
-            self._add_usage(scores, it, "debugger", await debug_phase(ctx, it))
+            self._add_usage(scores, it, phase, "debugger", await debug_phase(ctx, it))
         elif phase == "explore":
             outcome = await explore_phase(ctx, it)
             if outcome is not None:
-                self._add_usage(scores, it, "explore", outcome.usage)
+                self._add_usage(scores, it, phase, "explore", outcome.usage)
                 self._record_evolve(it, outcome, repo.head(), label="explore")
         elif phase == "evolve":
             outcome = await evolve_phase(ctx, it)
-            self._add_usage(scores, it, "evolve", outcome.usage)
-            self._add_usage(scores, it, "agent", outcome.variant_rollouts)
-            self._add_variants(scores, it, outcome.variant_rollouts)
+            self._add_usage(scores, it, phase, "evolve", outcome.usage)
+            self._add_usage(scores, it, phase, "agent", outcome.variant_rollouts)
+            self._add_usage(scores, it, phase, "variants", outcome.variant_rollouts)
             self._record_evolve(it, outcome, repo.head())
         else:
             raise AssertionError(f"unknown phase {phase!r}")
@@ -434,22 +434,15 @@ class EvolutionLoop:
         )
 
     # ------------------------------------------------------------------ budgets
-    def _add_usage(self, scores: Scores, it: int, role: str, usage: Usage | None) -> None:
+    def _add_usage(self, scores: Scores, it: int, phase: str, role: str, usage: Usage | None) -> None:
+        """Iteration it's `phase` spent `usage` of `role` ("variants": the variants' part of the agent's),
+        saved at once and counted once however often a kill makes the phase run again."""
         score = scores.get(it)
         if score is None or usage is None:
             return
-        score.tokens[role] = score.tokens.get(role, 0) + usage.total_tokens
-        score.cost_usd[role] = score.cost_usd.get(role, 0.0) + float(usage.cost_usd or 0.0)
+        score.add_spend(phase, role, usage.total_tokens, float(usage.cost_usd or 0.0))
         scores.upsert(score)
         self.run.save_scores(scores)
-
-    def _add_variants(self, scores: Scores, it: int, usage: Usage | None) -> None:
-        score = scores.get(it)
-        if score is not None and usage is not None:
-            score.variant_tokens += usage.total_tokens
-            score.variant_cost_usd += float(usage.cost_usd or 0.0)
-            scores.upsert(score)
-            self.run.save_scores(scores)
 
     def _budget_exceeded(self, scores: Scores, it: int, phase: str) -> str | None:
         b = self.cfg.budgets
