@@ -90,7 +90,9 @@ async def _children(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord, 
     for p in todo:  # the evaluations start together: a budget crossed by the evolve calls starts none
         if p.accepted and spend.skip("agent", f"tree child {p.i}'s evaluation", "the round's evolve calls"):
             p.accepted = []
-    results = await asyncio.gather(*(evaluate_proposal(ctx, it, p) for p in todo))
+    # one bound on the round's trials at once: `concurrency` over all its children (Ray: the nodes' CPUs)
+    limit = asyncio.Semaphore(ctx.cfg.concurrency) if ctx.executor is None else None
+    results = await asyncio.gather(*(evaluate_proposal(ctx, it, p, limit) for p in todo))
     if ctx.should_stop():
         raise StopRequested()
     for p, res in zip(todo, results):
