@@ -41,7 +41,8 @@ from ahe.evolution.phases import (
     rollback_phase,
     rollout_phase,
 )
-from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, load_bill, save_bill, start_bill, words
+from ahe.evolution.bill import budget_ahead
+from ahe.evolution.bill_keeper import BillKeeper
 from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
@@ -75,7 +76,8 @@ class EvolutionLoop:
         self.roles: dict[str, RoleConfig] = {}
         self._t0 = time.monotonic()
         self.forecast_from = forecast_from  # `ahe evolve --from RUN`: the start's forecast measured there
-        self._tasks, self._split = 0, None  # how many tasks the run has (for the bill); its held-out split (holdout:)
+        self._split = None  # the run's held-out split (holdout:)
+        self.bill = BillKeeper(cfg, self.run, self.console)  # bill.json (ahe.evolution.bill_keeper)
 
     # ------------------------------------------------------------------ setup
     def prepare(self, *, resume: bool) -> HarnessRepo:
@@ -137,7 +139,7 @@ class EvolutionLoop:
         url = role_urls.get("explore") or (None if self.cfg.models.explore else role_urls.get("evolve"))
         self.roles["explore"] = explore.model_copy(update={"base_url": url, "model": explore.model or "mock"}) if url else explore
         ctx = self.context(repo)
-        self._start_bill(ctx)
+        self.bill.open(getattr(self, "_tasks_root", ctx.tasks_dir), self.forecast_from)
         owned = self._shared_executor(ctx)
         try:
             return await self._iterate(ctx)
@@ -186,7 +188,7 @@ class EvolutionLoop:
                     self.run.save_state(state)
                     if self.stop_requested:
                         raise StopRequested()
-                    self._bill(scores, state, it, phase)
+                    self.bill.after_phase(scores, state, self._elapsed(), it, phase)
                     reason = self._budget_exceeded(scores, it, phase)
                     if reason:
                         return await self._finish(ctx, state, reason)
@@ -207,55 +209,12 @@ class EvolutionLoop:
         state.stopped, state.finished = reason, True
         self.run.save_state(state)
         scores = self.run.load_scores()
-        self._check_bill(scores, state, reason)
+        self.bill.close(scores, state, self._elapsed(), reason)
         best = _best_words(scores) if scores.best_iteration is not None else None
         best = (best_words(self.run) if tree else None) or best  # a tree run: its best node, not the line's best round
         self.run.history(f"- loop ended: {reason}" + (f"; best: {best}" if best else ""))
         self.run.event("loop_end", reason=reason)
         return state
-
-    # ------------------------------------------------------------------ the bill (ahe.evolution.bill)
-    def _start_bill(self, ctx: PhaseContext) -> None:
-        from ahe.evolution.forecast import count_tasks
-
-        cfg = self.cfg.model_copy(update={"tasks": getattr(self, "_tasks_root", ctx.tasks_dir)})
-        self._tasks = count_tasks(cfg)[0]
-        if load_bill(self.run) is None and not any(self.run.load_state().done.values()):
-            bill = start_bill(self.run, cfg, self.forecast_from)
-            fc = bill.forecast
-            if fc is not None:
-                self.console.print(escape(f"forecast ({fc.source}): {fc.trials.total.mid:.0f} trials, {fc.total_tokens.mid:,.0f} "
-                                          f"tokens ({fc.total_tokens.low:,.0f}–{fc.total_tokens.high:,.0f}), "
-                                          f"{fc.hours.mid:.2f} h; budgets: {fc.budget.reason}"), highlight=False)
-
-    def _bill(self, scores: Scores, state: LoopState, it: int, phase: str) -> None:
-        bill = load_bill(self.run)
-        if bill is None or not self._tasks:
-            return
-        entry = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), it, phase, bill.costs, tasks=self._tasks)
-        before = bill.entries[-1].budget if bill.entries else None
-        bill.entries.append(entry)
-        save_bill(self.run, bill)
-        self.console.print(escape(f"  {words(entry)}"), highlight=False)
-        if entry.budget and entry.budget != before:
-            self.console.print(f"[yellow]{escape(entry.budget)}[/]")
-            self.run.history(f"  - bill: {entry.budget} (after iteration {it}'s {phase})")
-            self.run.event("budget_ahead", iteration=it, phase=phase, reason=entry.budget)
-
-    def _check_bill(self, scores: Scores, state: LoopState, reason: str) -> None:
-        bill = load_bill(self.run)
-        if bill is None or bill.forecast is None or not self._tasks:
-            return
-        # the last entry: what ran after the last phase too (the tree's finalists, the held-out scoring)
-        last = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), 0, "end", bill.costs, tasks=self._tasks, ended=True)
-        bill.check, bill.ended = check_forecast(bill.forecast, last), reason
-        bill.entries.append(last)
-        save_bill(self.run, bill)
-        self.console.print(escape(f"  {words(last)}"), highlight=False)
-        inside = sum(c.inside for c in bill.check)
-        tok = next(c for c in bill.check if c.quantity == "tokens:total")
-        self.run.history(f"  - forecast vs actual: {inside} of {len(bill.check)} quantities inside the start's interval; "
-                         f"tokens {tok.actual:,.0f} against {tok.forecast.mid:,.0f} ({tok.forecast.low:,.0f}–{tok.forecast.high:,.0f})")
 
     def _elapsed(self) -> float:
         return round(getattr(self, "_elapsed_before", 0.0) + time.monotonic() - self._t0, 3)
