@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -62,14 +63,18 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
-def crossed_run(request, tmp_path_factory) -> tuple[str, Path]:
-    budget, script = CASES[request.param]
-    d = tmp_path_factory.mktemp(request.param)
+def _config(d: Path, case: str) -> Path:
+    budget, script = CASES[case]
     cfg = write_demo(d, iterations=2, search="tree")
     script(d)
     cfg.write_text(cfg.read_text() + f"budgets:\n  max_tokens: {{{budget}}}\n")
-    proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
+    return cfg
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def crossed_run(request, tmp_path_factory) -> tuple[str, Path]:
+    d = tmp_path_factory.mktemp(request.param)
+    proc = ahe("evolve", str(_config(d, request.param)), "--run-dir", str(d / "run"), "-q")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return request.param, d / "run"
@@ -93,13 +98,13 @@ def test_a_budget_crossed_mid_round_starts_nothing_more_and_ends_with_a_judged_b
         assert not (tree / "c2").exists()  # tree child 2's evolve call was never made
         assert not list((tree / "c1").glob("rollouts/*/trial-*/result.json"))  # nor child 1's evaluation
         assert [n["id"] for n in t["nodes"]] == ["node-000"] and r1["children"] == [None, None]
-        assert "not started: tree child 2's evolve call, tree child 1's evaluation, the merge" in r1["crossed"]
-        assert "(after tree child 1's evolve call)" in r1["crossed"]
+        assert r1["not_started"] == ["tree child 2's evolve call", "tree child 1's evaluation", "the merge"]
+        assert r1["crossed"].endswith("(after tree child 1's evolve call)")
     else:
         for c in ("c1", "c2"):  # both children's evaluations ran (side by side) to their end: every trial kept
             assert len(list((tree / c).glob("rollouts/*/trial-*/result.json"))) == 6
         assert r1["children"] == ["node-001", "node-002"]
-        assert r1["crossed"].endswith("(after the children's evaluations); not started: the merge")
+        assert r1["crossed"].endswith("(after the children's evaluations)") and r1["not_started"] == ["the merge"]
     limit, spent, over = _over(r1["crossed"])
     totals = json.loads((run / "scores.json").read_text())["totals"]["tokens"]
     role = "total" if case == "evolve-call" else "agent"
@@ -108,10 +113,35 @@ def test_a_budget_crossed_mid_round_starts_nothing_more_and_ends_with_a_judged_b
     assert best["n_trials"] > 0
     assert "no re-evaluation" in t["best_reason"] and not (run / "tree-final").exists()
     history = (run / "history.md").read_text()
-    assert f"search tree budget, iteration 1: {r1['crossed']}" in history
+    said = f"{r1['crossed']}; not started: {', '.join(r1['not_started'])}"
+    assert f"search tree budget, iteration 1: {said}" in history
     ended = next(line for line in history.splitlines() if line.startswith("- loop ended:"))
-    tail = r1["crossed"][r1["crossed"].index(" (after "):]  # the loop's reason says where, the amounts once
+    tail = said[said.index(" (after "):]  # the loop's reason says where and what, the amounts once
     assert f"over; crossed mid-round in iteration 1's tree round{tail}; best: {best['id']}" in ended
     audit = json.loads(ahe("audit", str(run), "--format", "json").stdout)
     assert "mid-round" in audit["stopped"] and _over(audit["stopped"]) == (limit, spent, over)
     assert audit["tree"]["rounds"][0]["crossed"] == r1["crossed"] and audit["tree"]["best"] == best["id"]
+    assert f"budget, round 1: {said}" in " ".join(ahe("audit", str(run)).stdout.split())  # the table's view says it too
+
+
+@pytest.mark.parametrize("crossed_run", ["evaluation"], indirect=True)
+def test_a_round_killed_after_the_crossing_resumes_to_the_same_end(crossed_run, tmp_path):
+    _, reference = crossed_run
+    run = tmp_path / "run"
+    killed = ahe("evolve", str(_config(tmp_path, "evaluation")), "--run-dir", str(run), "-q",
+                 env={"AHE_KILL_AT": "001/tree-child-2-evaluated"})  # the budget already crossed, nothing recorded yet
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    resumed = ahe("evolve", "--resume", str(run), "-q")
+    assert resumed.returncode == 0, resumed.stderr
+    t, ref = tree_json(run), tree_json(reference)
+    assert {k: t["rounds"][0][k] for k in ("children", "crossed", "not_started")} == \
+        {k: ref["rounds"][0][k] for k in ("children", "crossed", "not_started")}
+    assert not (run / "iterations" / "001" / "tree" / "merge").exists()
+
+    def ended(r: Path) -> str:  # the reason, without the best's commit id (a new clone, a new id)
+        line = next(ln for ln in (r / "history.md").read_text().splitlines() if ln.startswith("- loop ended:"))
+        return re.sub(r"\([0-9a-f]{10}\)", "(…)", line)
+    assert ended(run) == ended(reference)
+    totals = json.loads((run / "scores.json").read_text())["totals"]["tokens"]
+    assert totals == json.loads((reference / "scores.json").read_text())["totals"]["tokens"]  # the round's spend, once
+    judged_best(run)

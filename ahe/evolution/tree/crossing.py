@@ -11,14 +11,17 @@ line is the best new node, else the best node), then the loop's budget check aft
 the run, and the tree's `best` is judged on what was evaluated, not re-evaluated.
 
 `RoundSpend` is what the run had spent when the round began (scores.json: this iteration's line
-rollout and debugger included, the round's own calls not yet) plus what the round spent since.
+rollout and debugger included, the round's own calls not yet) plus what the round spent since
+(the children a resumed round finds made are counted again from their folders). What it did not
+start is written into the round's record as it happens, so a resumed round says the same.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ahe.evolution.tree.archive import RoundRecord
 from ahe.llm.types import Usage
 
 if TYPE_CHECKING:
@@ -30,16 +33,15 @@ if TYPE_CHECKING:
 class RoundSpend:
     limits: list[tuple[str, str, float]]  # (tokens | cost_usd, role or total, limit)
     spent: dict[str, dict[str, float]]  # field -> role -> spent so far
-    why: str | None = None  # the first crossing noticed, in words
-    not_started: list[str] = field(default_factory=list)
+    rec: RoundRecord  # its `crossed` and `not_started` are kept as they happen (a resumed round adds to them)
 
     @classmethod
-    def start(cls, ctx: "PhaseContext") -> "RoundSpend":
+    def start(cls, ctx: "PhaseContext", rec: RoundRecord) -> "RoundSpend":
         b = ctx.cfg.budgets
         limits = ([("tokens", r, float(v)) for r, v in b.max_tokens.items()]
                   + [("cost_usd", r, float(v)) for r, v in b.max_cost_usd.items()])
         totals = ctx.run.load_scores().totals() if limits else {"tokens": {}, "cost_usd": {}}
-        return cls(limits, {f: {k: float(v) for k, v in totals[f].items() if k != "total"} for f in ("tokens", "cost_usd")})
+        return cls(limits, {f: {k: float(v) for k, v in totals[f].items() if k != "total"} for f in ("tokens", "cost_usd")}, rec)
 
     def add(self, role: str, usage: Usage) -> None:
         for f, n in (("tokens", usage.total_tokens), ("cost_usd", float(usage.cost_usd or 0.0))):
@@ -62,12 +64,15 @@ class RoundSpend:
         why = self.crossed(role)
         if why is None:
             return False
-        self.why = self.why or f"{why} (after {after})"
-        self.not_started.append(what)
+        self.rec.crossed = self.rec.crossed or f"{why} (after {after})"
+        if what not in self.rec.not_started:
+            self.rec.not_started.append(what)
         return True
 
-    def words(self) -> str | None:
-        return f"{self.why}; not started: {', '.join(self.not_started)}" if self.why else None
+
+def words(rec: RoundRecord) -> str | None:
+    """The round's crossing as history.md and `ahe audit` say it (None: no budget crossed in it)."""
+    return f"{rec.crossed}; not started: {', '.join(rec.not_started)}" if rec.crossed else None
 
 
 def mid_round(run: "RunFolder", it: int) -> str:
@@ -77,4 +82,5 @@ def mid_round(run: "RunFolder", it: int) -> str:
     rec = next((r for r in load_tree(run).rounds if r.iteration == it), None)
     if rec is None or not rec.crossed:
         return ""
-    return f"; crossed mid-round in iteration {it}'s tree round{rec.crossed[rec.crossed.find(' (after '):]}"
+    where = rec.crossed[rec.crossed.find(" (after "):]  # the amounts are the reason's own
+    return f"; crossed mid-round in iteration {it}'s tree round{where}; not started: {', '.join(rec.not_started)}"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ahe.evolution.search import Expansion
 from ahe.evolution.tree.archive import Node, RoundRecord, Tree, load_tree, save_tree
 from ahe.evolution.tree.crossing import RoundSpend
+from ahe.evolution.tree.crossing import words as crossing_words
 from ahe.evolution.tree_budget import allocate
 from ahe.evolution.tree_choice import choose_expansions, prunable
 from ahe.harness.manifest import ChangeEntry, Manifest
@@ -128,7 +129,7 @@ class TreeSearch:
             rng = random.Random(st.seed * 1000 + it)
             rec.expansions = choose_expansions([n.choice() for n in tree.nodes], slots, rng, rule=st.rule)
         save_tree(ctx.run, tree)
-        spend = RoundSpend.start(ctx)
+        spend = RoundSpend.start(ctx, rec)
         evolve, rollouts, new = await _children(ctx, tree, it, rec, st.width, spend)
         if st.merge and rec.merge_fits and not spend.skip("agent", "the merge", "the children's evaluations"):
             made = await try_merge(ctx, tree, it)
@@ -136,9 +137,9 @@ class TreeSearch:
                 rollouts = rollouts.add(made.rollouts)
                 new += [made.node] if made.node and made.node not in new else []
         line = _line(tree, new)
-        rec.line, rec.done, rec.crossed = line.id, True, spend.words()
+        rec.line, rec.done = line.id, True
         if rec.crossed:
-            ctx.run.history(f"  - search tree budget, iteration {it}: {rec.crossed}")
+            ctx.run.history(f"  - search tree budget, iteration {it}: {crossing_words(rec)}")
         save_tree(ctx.run, tree)
         base = ctx.repo.head()
         ctx.repo.repo.git.reset("--hard", "-q", line.commit)
