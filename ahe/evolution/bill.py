@@ -26,6 +26,7 @@ from ahe.run_folder import RunFolder, Scores
 from ahe.run_folder.folder import read_model
 
 BILL_FILE = "bill.json"
+BILLED_AS = {"agent": ("agent", "finalists")}  # scores.json's `finalists` (the tree's, re-evaluated at the end) are agent trials
 
 
 class Quantity(BaseModel):
@@ -116,10 +117,9 @@ def count_trials_spent(run: RunFolder) -> int:
     """Every finished trial of the run: rollouts, re-evaluations, variants, the tree's children and
     finalists (RUN/tree-final) and the held-out scoring."""
 
-    held, final = holdout_dir(run), run.root / "tree-final"
+    held, final = holdout_dir(run), run.root / "tree-final"  # the search tree's finalists, re-evaluated at the end
     return (sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0) + \
-        (sum(1 for _ in final.glob("*/rollouts/*/trial-*/result.json")) if final.is_dir() else 0) + \
-        (sum(1 for _ in held.glob("*/rollouts/*/trial-*/result.json")) if held.is_dir() else 0)
+        sum(sum(1 for _ in d.glob("*/rollouts/*/trial-*/result.json")) if d.is_dir() else 0 for d in (held, final))
 
 
 def remaining(cfg: ExperimentConfig, tasks: int, done: dict[str, list[str]], observed: float | None):
@@ -127,10 +127,11 @@ def remaining(cfg: ExperimentConfig, tasks: int, done: dict[str, list[str]], obs
 
 
 def bill_entry(cfg: ExperimentConfig, run: RunFolder, scores: Scores, done: dict[str, list[str]], elapsed_sec: float,
-               it: int, phase: str, start: UnitCosts | None, *, tasks: int) -> BillEntry:
+               it: int, phase: str, start: UnitCosts | None, *, tasks: int, ended: bool = False) -> BillEntry:
+    """What was spent so far and the projection; `ended`: the loop's end (nothing left to run)."""
     costs = _measured(run, start)
     totals = scores.totals()
-    left = remaining(cfg, tasks, done, costs.reeval_per_round if costs else None)
+    left = [] if ended else remaining(cfg, tasks, done, costs.reeval_per_round if costs else None)
     units = {r: ZERO for r in ROLE_ORDER}
     seconds = ZERO
     unit = {r: (getattr(costs, "agent" if r == "reeval" else r) if costs else UnitCost()) for r in ROLE_ORDER}
@@ -145,15 +146,16 @@ def bill_entry(cfg: ExperimentConfig, run: RunFolder, scores: Scores, done: dict
     by_role: dict[str, float] = {}
     for role in ROLE_ORDER:
         rf = _role_forecast(cfg, role, units[role], unit[role], {})
-        spent = float(totals["tokens"].get(role, 0))
+        spent = float(sum(totals["tokens"].get(r, 0) for r in BILLED_AS.get(role, (role,))))
         if spent or units[role].high:
             tokens[role] = Quantity(spent=spent, projected=rf.total_tokens.plus(Interval.of(spent)))
         if _price(cfg, role, {})[1] is None:
             if spent or units[role].high:
                 unpriced.append(role)
             continue
-        cost_spent = (cost_spent or 0.0) + float(totals["cost_usd"].get(role, 0.0))
-        by_role[role] = float(totals["cost_usd"].get(role, 0.0))
+        usd = float(sum(totals["cost_usd"].get(r, 0.0) for r in BILLED_AS.get(role, (role,))))
+        cost_spent = (cost_spent or 0.0) + usd
+        by_role[role] = usd
         cost_left = (cost_left or ZERO).plus(rf.cost_usd or ZERO)
     total_spent = sum(q.spent for q in tokens.values())
     tokens["total"] = Quantity(spent=total_spent, projected=_sum([q.projected for q in tokens.values()]))

@@ -41,10 +41,12 @@ from ahe.evolution.phases import (
     rollback_phase,
     rollout_phase,
 )
-from ahe.evolution.bill import bill_entry, budget_ahead, check_forecast, count_trials_spent, load_bill, save_bill, start_bill, words
+from ahe.evolution.bill import budget_ahead, count_trials_spent
+from ahe.evolution.bill_keeper import BillKeeper
 from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
+from ahe.evolution.tree.crossing import mid_round
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.resources import seed_workspace
@@ -74,7 +76,8 @@ class EvolutionLoop:
         self.roles: dict[str, RoleConfig] = {}
         self._t0 = time.monotonic()
         self.forecast_from = forecast_from  # `ahe evolve --from RUN`: the start's forecast measured there
-        self._tasks, self._split = 0, None  # how many tasks the run has (for the bill); its held-out split (holdout:)
+        self._split = None  # the run's held-out split (holdout:)
+        self.bill = BillKeeper(cfg, self.run, self.console)  # bill.json (ahe.evolution.bill_keeper)
 
     # ------------------------------------------------------------------ setup
     def prepare(self, *, resume: bool) -> HarnessRepo:
@@ -136,7 +139,7 @@ class EvolutionLoop:
         url = role_urls.get("explore") or (None if self.cfg.models.explore else role_urls.get("evolve"))
         self.roles["explore"] = explore.model_copy(update={"base_url": url, "model": explore.model or "mock"}) if url else explore
         ctx = self.context(repo)
-        self._start_bill(ctx)
+        self.bill.open(getattr(self, "_tasks_root", ctx.tasks_dir), self.forecast_from)
         owned = self._shared_executor(ctx)
         try:
             return await self._iterate(ctx)
@@ -186,7 +189,7 @@ class EvolutionLoop:
                     self.run.save_state(state)
                     if self.stop_requested:
                         raise StopRequested()
-                    self._bill(scores, state, it, phase)
+                    self.bill.after_phase(scores, state, self._elapsed(), it, phase)
                     reason = self._budget_exceeded(scores, it, phase)
                     if reason:
                         return await self._finish(ctx, state, reason)
@@ -207,52 +210,12 @@ class EvolutionLoop:
         state.stopped, state.finished = reason, True
         self.run.save_state(state)
         scores = self.run.load_scores()
-        self._check_bill(scores, state, reason)
+        self.bill.close(scores, state, self._elapsed(), reason)
         best = _best_words(scores) if scores.best_iteration is not None else None
         best = (best_words(self.run) if tree else None) or best  # a tree run: its best node, not the line's best round
         self.run.history(f"- loop ended: {reason}" + (f"; best: {best}" if best else ""))
         self.run.event("loop_end", reason=reason)
         return state
-
-    # ------------------------------------------------------------------ the bill (ahe.evolution.bill)
-    def _start_bill(self, ctx: PhaseContext) -> None:
-        from ahe.evolution.forecast import count_tasks
-
-        cfg = self.cfg.model_copy(update={"tasks": getattr(self, "_tasks_root", ctx.tasks_dir)})
-        self._tasks = count_tasks(cfg)[0]
-        if load_bill(self.run) is None and not any(self.run.load_state().done.values()):
-            bill = start_bill(self.run, cfg, self.forecast_from)
-            fc = bill.forecast
-            if fc is not None:
-                self.console.print(escape(f"forecast ({fc.source}): {fc.trials.total.mid:.0f} trials, {fc.total_tokens.mid:,.0f} "
-                                          f"tokens ({fc.total_tokens.low:,.0f}–{fc.total_tokens.high:,.0f}), "
-                                          f"{fc.hours.mid:.2f} h; budgets: {fc.budget.reason}"), highlight=False)
-
-    def _bill(self, scores: Scores, state: LoopState, it: int, phase: str) -> None:
-        bill = load_bill(self.run)
-        if bill is None or not self._tasks:
-            return
-        entry = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), it, phase, bill.costs, tasks=self._tasks)
-        before = bill.entries[-1].budget if bill.entries else None
-        bill.entries.append(entry)
-        save_bill(self.run, bill)
-        self.console.print(escape(f"  {words(entry)}"), highlight=False)
-        if entry.budget and entry.budget != before:
-            self.console.print(f"[yellow]{escape(entry.budget)}[/]")
-            self.run.history(f"  - bill: {entry.budget} (after iteration {it}'s {phase})")
-            self.run.event("budget_ahead", iteration=it, phase=phase, reason=entry.budget)
-
-    def _check_bill(self, scores: Scores, state: LoopState, reason: str) -> None:
-        bill = load_bill(self.run)
-        if bill is None or bill.forecast is None or not self._tasks:
-            return
-        last = bill_entry(self.cfg, self.run, scores, state.done, self._elapsed(), 0, "end", bill.costs, tasks=self._tasks)
-        bill.check, bill.ended = check_forecast(bill.forecast, last), reason
-        save_bill(self.run, bill)
-        inside = sum(c.inside for c in bill.check)
-        tok = next(c for c in bill.check if c.quantity == "tokens:total")
-        self.run.history(f"  - forecast vs actual: {inside} of {len(bill.check)} quantities inside the start's interval; "
-                         f"tokens {tok.actual:,.0f} against {tok.forecast.mid:,.0f} ({tok.forecast.low:,.0f}–{tok.forecast.high:,.0f})")
 
     def _elapsed(self) -> float:
         return round(getattr(self, "_elapsed_before", 0.0) + time.monotonic() - self._t0, 3)
@@ -285,17 +248,17 @@ class EvolutionLoop:
             if final:
                 repo.tag("final")
         elif phase == "debug":
-            self._add_usage(scores, it, "debugger", await debug_phase(ctx, it))
+            self._add_usage(scores, it, phase, "debugger", await debug_phase(ctx, it))
         elif phase == "explore":
             outcome = await explore_phase(ctx, it)
             if outcome is not None:
-                self._add_usage(scores, it, "explore", outcome.usage)
+                self._add_usage(scores, it, phase, "explore", outcome.usage)
                 self._record_evolve(it, outcome, repo.head(), label="explore")
         elif phase == "evolve":
             outcome = await evolve_phase(ctx, it)
-            self._add_usage(scores, it, "evolve", outcome.usage)
-            self._add_usage(scores, it, "agent", outcome.variant_rollouts)
-            self._add_variants(scores, it, outcome.variant_rollouts)
+            self._add_usage(scores, it, phase, "evolve", outcome.usage)
+            self._add_usage(scores, it, phase, "agent", outcome.variant_rollouts)
+            self._add_usage(scores, it, phase, "variants", outcome.variant_rollouts)
             self._record_evolve(it, outcome, repo.head())
         else:
             raise AssertionError(f"unknown phase {phase!r}")
@@ -431,36 +394,30 @@ class EvolutionLoop:
         )
 
     # ------------------------------------------------------------------ budgets
-    def _add_usage(self, scores: Scores, it: int, role: str, usage: Usage | None) -> None:
+    def _add_usage(self, scores: Scores, it: int, phase: str, role: str, usage: Usage | None) -> None:
+        """Iteration it's `phase` spent `usage` of `role` ("variants": the variants' part of the agent's),
+        saved at once and counted once however often a kill makes the phase run again."""
         score = scores.get(it)
         if score is None or usage is None:
             return
-        score.tokens[role] = score.tokens.get(role, 0) + usage.total_tokens
-        score.cost_usd[role] = score.cost_usd.get(role, 0.0) + float(usage.cost_usd or 0.0)
+        score.add_spend(phase, role, usage.total_tokens, float(usage.cost_usd or 0.0))
         scores.upsert(score)
         self.run.save_scores(scores)
-
-    def _add_variants(self, scores: Scores, it: int, usage: Usage | None) -> None:
-        score = scores.get(it)
-        if score is not None and usage is not None:
-            score.variant_tokens += usage.total_tokens
-            score.variant_cost_usd += float(usage.cost_usd or 0.0)
-            scores.upsert(score)
-            self.run.save_scores(scores)
 
     def _budget_exceeded(self, scores: Scores, it: int, phase: str) -> str | None:
         b = self.cfg.budgets
         if b.wall_clock_hours is not None and self._elapsed() >= b.wall_clock_hours * 3600:
             return f"wall-clock budget of {b.wall_clock_hours} h reached"
         totals = scores.totals()
+        tail = mid_round(self.run, it) if self.cfg.search == "tree" and phase == "evolve" else ""
         for role, limit in b.max_tokens.items():
-            if totals["tokens"].get(role, 0) >= limit:
-                return f"token budget of {role} ({limit:,}) reached"
+            if (n := totals["tokens"].get(role, 0)) >= limit:
+                return f"token budget of {role} ({limit:,}) reached: {n:,.0f} spent, {n - limit:,.0f} over" + tail
         for role, limit in b.max_cost_usd.items():
-            if totals["cost_usd"].get(role, 0.0) >= limit:
-                return f"cost budget of {role} (${limit}) reached"
+            if (c := totals["cost_usd"].get(role, 0.0)) >= limit:
+                return f"cost budget of {role} (${limit}) reached: ${c:,.2f} spent, ${c - limit:,.2f} over" + tail
         if b.max_trials is not None and (n := count_trials_spent(self.run)) >= b.max_trials:
-            return f"trial budget ({b.max_trials:,}) reached: {n:,} trials run"
+            return f"trial budget ({b.max_trials:,}) reached: {n:,} trials run, {n - b.max_trials:,} over" + tail
         score = scores.get(it)
         if phase == "rollout" and b.target_pass_at_1 is not None and score and score.pass_at_1 >= b.target_pass_at_1:
             return f"target pass@1 {b.target_pass_at_1} reached at iteration {it}"

@@ -32,7 +32,8 @@ def bill_summary(run: RunFolder) -> dict[str, Any] | None:
         "forecast_budget": fc.budget.reason if fc else None,
         "latest": last.model_dump() if last else None,
         "latest_words": words(last) if last else None,
-        "latest_at": f"after iteration {last.iteration}'s {last.phase}" if last else None,
+        "latest_at": (f"after iteration {last.iteration}'s {last.phase}" if last.phase != "end" else "at the end of the run")
+        if last else None,
         "budget_projected": last.budget if last else None,
         "entries": len(bill.entries),
         "ended": bill.ended,

@@ -68,5 +68,8 @@ def render_tree(summary: dict[str, Any], console: Any) -> None:
     for m in summary["merges"]:
         made = f"made {m['node']}" if m["node"] else "not made"
         console.print(escape(f"  merge, round {m['iteration']}: {' + '.join(m['parts'])} — {made}: {m['reason']}"))
+    for r in summary["rounds"]:
+        if r.get("crossed"):  # a budget crossed inside the round (ahe.evolution.tree.crossing)
+            console.print(escape(f"  budget, round {r['iteration']}: {r['crossed']}; not started: {', '.join(r['not_started'])}"))
     if summary["path_to_best"]:
         console.print(escape("  path to best: " + " → ".join(summary["path_to_best"])))

@@ -34,7 +34,8 @@ class Executor(Protocol):
 
 
 class AsyncioExecutor:
-    """Trials as asyncio tasks in this process, at most `concurrency` at once."""
+    """Trials as asyncio tasks in this process, at most `concurrency` at once — or, given `limit`, at
+    most as many as that semaphore admits across every executor sharing it."""
 
     def __init__(
         self,
@@ -42,14 +43,16 @@ class AsyncioExecutor:
         ctx: TrialContext | None = None,
         run_trial: Callable[[TrialSpec, TrialContext], Awaitable[TrialResult]] = execute_trial,
         should_stop: Callable[[], bool] | None = None,
+        limit: asyncio.Semaphore | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
         self.should_stop = should_stop or (lambda: False)
         self.ctx = ctx or TrialContext()
         self._run_trial = run_trial
+        self.limit = limit  # shared with other executors running side by side (a tree round's children)
 
     async def run(self, specs: Sequence[TrialSpec], *, on_event: OnEvent | None = None) -> list[TrialResult | None]:
-        sem = asyncio.Semaphore(self.concurrency)
+        sem = self.limit or asyncio.Semaphore(self.concurrency)
         # trials beyond the first `concurrency` start later: their confined workers can be launched ahead
         self.ctx.expect(list(specs[self.concurrency:]))
         failed: list[BaseException] = []

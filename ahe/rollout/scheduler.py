@@ -13,6 +13,7 @@ Re-running on the same folder re-runs only trials without a result.json (and, wi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -145,7 +146,10 @@ async def run_rollouts(
     on_event: OnEvent | None = None,
     plan: Plan | None = None,
     should_stop: Callable[[], bool] | None = None,
+    limit: asyncio.Semaphore | None = None,
 ) -> RunResults:
+    """The plan's trials into `out`. Without an `executor`, a local one of its own, bounded by `limit`
+    when given (a semaphore shared by rollouts running side by side), else by cfg.concurrency."""
     out.mkdir(parents=True, exist_ok=True)
     plan = plan or plan_rollouts(cfg, out, check_load=loads_harness(executor))
     atomic_write_json(
@@ -153,7 +157,7 @@ async def run_rollouts(
         {"workspace": str(cfg.workspace.resolve()), "commit": _git_commit(cfg.workspace), "code_hash": _code_hash(cfg.workspace)},
     )
     owned = executor is None
-    executor = executor or make_executor(cfg, should_stop)
+    executor = executor or make_executor(cfg, should_stop, limit)
     events = EventLog(out / "events.jsonl")
     t0 = time.monotonic()
     results = {(r.task, r.trial): r for r in plan.done}
@@ -208,13 +212,15 @@ def _check_sealed(plan: Plan) -> None:
         check_folder(index.tasks[name], folder)
 
 
-def make_executor(cfg: RolloutConfig, should_stop: Callable[[], bool] | None = None) -> Executor:
-    """The executor `cfg.executor` names; Ray is imported only when asked for."""
+def make_executor(cfg: RolloutConfig, should_stop: Callable[[], bool] | None = None,
+                  limit: asyncio.Semaphore | None = None) -> Executor:
+    """The executor `cfg.executor` names; Ray is imported only when asked for (its nodes' CPUs bound
+    it; `limit` bounds a local one)."""
     if cfg.executor == "ray":
         from ahe.rollout.ray_executor import RayExecutor
 
         return RayExecutor(cfg.ray_address, cfg.concurrency, should_stop)
-    return AsyncioExecutor(cfg.concurrency, should_stop=should_stop)
+    return AsyncioExecutor(cfg.concurrency, should_stop=should_stop, limit=limit)
 
 
 def _code_hash(workspace: Path) -> str:

@@ -54,6 +54,22 @@ class IterationScore(BaseModel):
     metric_value: float | None = None  # the run's value of the experiment's metric (pass@1 by default)
     reward_means: dict[str, float] = Field(default_factory=dict)  # mean of each reward key (results.json)
     benchmark_hash: str | None = None  # the sealed tasks this rollout ran on (results.json, ahe.tasks.snapshot)
+    # what each phase added, "evolve/agent" -> [tokens, dollars] ("evolve/variants": the variants' part)
+    spent_by_phase: dict[str, list[float]] = Field(default_factory=dict)
+
+    def add_spend(self, phase: str, role: str, tokens: int, cost_usd: float) -> None:
+        """Add a phase's spend of a role once: a phase redone after a kill between saving its spend
+        and being marked done replaces what its first run added (it counts its redo, as a phase
+        killed anywhere else does). `role` "variants" is the variants' part of the agent's spend."""
+        key = f"{phase}/{role}"
+        old_tokens, old_cost = self.spent_by_phase.get(key, [0, 0.0])
+        if role == "variants":
+            self.variant_tokens += tokens - int(old_tokens)
+            self.variant_cost_usd += cost_usd - old_cost
+        else:
+            self.tokens[role] = self.tokens.get(role, 0) + tokens - int(old_tokens)
+            self.cost_usd[role] = self.cost_usd.get(role, 0.0) + cost_usd - old_cost
+        self.spent_by_phase[key] = [tokens, cost_usd]
 
 
 class Scores(BaseModel):

@@ -73,6 +73,9 @@ class RoundRecord(BaseModel):
     stopped: list[str] = Field(default_factory=list, description="branches the budget's rule stopped this round")
     budget: str | None = Field(default=None, description="the round's allocation under a budget, in words")
     merge_fits: bool = True  # under a budget: one more evaluation round (the merge's) still fits
+    crossed: str | None = Field(default=None, description="a budget crossed inside the round: which, by how much, after what "
+                                                          "(ahe.evolution.tree.crossing)")
+    not_started: list[str] = Field(default_factory=list, description="what the round did not start after the crossing")
     line: str | None = None
     done: bool = False
 

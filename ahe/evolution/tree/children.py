@@ -8,6 +8,7 @@ evaluated the same way in `iterations/NNN/tree/merge/`.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -51,14 +52,15 @@ def digest(tree: Tree, parent: Node, limit: int = 8) -> str:
     return "\n".join(lines[:limit])
 
 
-async def evaluate(ctx: "PhaseContext", ws: Path, out: Path) -> RunResults:
+async def evaluate(ctx: "PhaseContext", ws: Path, out: Path, limit: asyncio.Semaphore | None = None) -> RunResults:
     """The harness in clone `ws` on the run's tasks, results in `out`; under `executor: ray` on the
-    run's shared executor (children evaluated side by side share its cluster)."""
+    run's shared executor (children evaluated side by side share its cluster), else locally under
+    `limit` (the round's one bound on trials at once, shared by its children) or `concurrency`."""
     from ahe.evolution.context import rollout_config
     from ahe.rollout.scheduler import run_rollouts
 
     cfg = rollout_config(ctx).model_copy(update={"workspace": ws})
-    return await run_rollouts(cfg, out, executor=ctx.executor, should_stop=ctx.should_stop)
+    return await run_rollouts(cfg, out, executor=ctx.executor, should_stop=ctx.should_stop, limit=limit)
 
 
 def adopt(ctx: "PhaseContext", tree: Tree, ws: Path, head: str, **kw) -> Node:
@@ -121,13 +123,13 @@ async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node
     return Proposal(i=i, parent=parent, folder=d, repo=crepo, accepted=accepted, usage=Usage.model_validate(manifest.usage or {}))
 
 
-async def evaluate_proposal(ctx: "PhaseContext", it: int, p: Proposal) -> RunResults | None:
+async def evaluate_proposal(ctx: "PhaseContext", it: int, p: Proposal, limit: asyncio.Semaphore | None = None) -> RunResults | None:
     """The child's evaluation round in its own folder (a resumed run re-runs only trials without a result)."""
     from ahe.evolution.faults import maybe_kill_self
 
     if not p.accepted:
         return None
-    results = await evaluate(ctx, p.repo.path, p.folder)
+    results = await evaluate(ctx, p.repo.path, p.folder, limit)
     maybe_kill_self(f"{it:03d}/tree-child-{p.i}-evaluated")  # fault injection for the resume test
     return results
 

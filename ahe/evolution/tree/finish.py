@@ -29,18 +29,20 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
     short: list[str] = []  # finalists a trial budget leaves no round for
     for nid in tree.finalists if again else []:
         node = tree.node(nid)
-        if not _round_fits(ctx, last):
-            short.append(nid)
-            continue
         d = ctx.run.root / "tree-final" / nid
         folder = str(d.relative_to(ctx.run.root))
         if folder in node.evaluations:
+            continue
+        if not _round_fits(ctx, last):
+            short.append(nid)
             continue
         ws = d / "workspace"
         ctx.repo.clone_at(ws, node.commit)
         results = await evaluate(ctx, ws, d)
         add_evidence(node, results, folder)
         save_tree(ctx.run, tree)
+    if again:
+        bill_finalists(ctx, tree.finalists, last)
     judged = [tree.node(i) for i in tree.finalists if tree.node(i).n_trials > 0] or [n for n in tree.nodes if n.n_trials > 0]
     best = max(judged, key=lambda n: (n.estimate()[0], n.n_trials, [-ord(c) for c in n.id]))
     mean, _ = best.estimate()
@@ -88,3 +90,21 @@ def _round_fits(ctx: "PhaseContext", last: int) -> bool:
         return True
     results = read_model(ctx.run.iteration(last).results_json, RunResults)
     return count_trials_spent(ctx.run) + (results.n_trials if results else 0) + held_out_owed(ctx) <= limit
+
+
+def bill_finalists(ctx: "PhaseContext", finalists: list[str], it: int) -> None:
+    """The finalists' re-evaluation in scores.json: iteration `it`'s `finalists` tokens and dollars
+    (agent trials, as the bill and the forecast count them), set from their folders' results — so
+    a re-evaluation resumed after a kill counts once."""
+    from ahe.rollout.models import RunResults
+    from ahe.run_folder import read_model
+
+    done = [r for nid in finalists if (r := read_model(ctx.run.root / "tree-final" / nid / "results.json", RunResults))]
+    scores = ctx.run.load_scores()
+    score = scores.get(it)
+    if score is None or not done:
+        return
+    score.tokens["finalists"] = sum(r.usage.total_tokens for r in done)
+    score.cost_usd["finalists"] = sum(float(r.usage.cost_usd or 0.0) for r in done)
+    scores.upsert(score)
+    ctx.run.save_scores(scores)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from ahe.evolution.search import Expansion
 from ahe.evolution.tree.archive import Node, RoundRecord, Tree, load_tree, save_tree
+from ahe.evolution.tree.crossing import RoundSpend
+from ahe.evolution.tree.crossing import words as crossing_words
 from ahe.evolution.tree_budget import allocate
 from ahe.evolution.tree_choice import choose_expansions, prunable
 from ahe.harness.manifest import ChangeEntry, Manifest
@@ -60,32 +62,47 @@ def _allocate(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord) -> int
     return alloc.slots
 
 
-async def _children(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord, width: int) -> tuple[Usage, Usage, list[Node]]:
+async def _children(ctx: "PhaseContext", tree: Tree, it: int, rec: RoundRecord, width: int,
+                    spend: RoundSpend) -> tuple[Usage, Usage, list[Node]]:
     """The round's evolve calls one after the other, then their children's evaluations side by side
-    (asyncio.gather: under `executor: ray` on the cluster at once); children adopted in call order."""
+    (asyncio.gather: under `executor: ray` on the cluster at once); children adopted in call order.
+    A budget crossed meanwhile starts nothing more that spends it (ahe.evolution.tree.crossing)."""
     from ahe.evolution.context import StopRequested
     from ahe.evolution.tree.children import adopt_child, evaluate_proposal, propose, recorded
 
-    evolve, rollouts, new, todo = Usage(), Usage(), [], []
+    evolve, rollouts, new, todo, skipped = Usage(), Usage(), [], [], 0
     for i, parent_id in enumerate(rec.expansions, 1):
         if i <= len(rec.children):  # made before a kill: counted (read back from its folder), not made again
             made = recorded(ctx, tree, it, i, rec.children[i - 1])
             evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
+            spend.add("evolve", made.evolve)
+            spend.add("agent", made.rollouts)
             new += [made.node] if made.node else []
+            continue
+        if spend.skip("evolve", f"tree child {i}'s evolve call", f"tree child {i - 1}'s evolve call" if i > 1 else "the line rollout"):
+            skipped += 1
             continue
         node_no = len(tree.nodes) + sum(1 for p in todo if p.accepted)  # adopted in call order, after all evaluations
         todo.append(await propose(ctx, tree, it, i, tree.node(parent_id), width, node_no))
+        spend.add("evolve", todo[-1].usage)
         if ctx.should_stop():
             raise StopRequested()
     save_tree(ctx.run, tree)
-    results = await asyncio.gather(*(evaluate_proposal(ctx, it, p) for p in todo))
+    for p in todo:  # the evaluations start together: a budget crossed by the evolve calls starts none
+        if p.accepted and spend.skip("agent", f"tree child {p.i}'s evaluation", "the round's evolve calls"):
+            p.accepted = []
+    # one bound on the round's trials at once: `concurrency` over all its children (Ray: the nodes' CPUs)
+    limit = asyncio.Semaphore(ctx.cfg.concurrency) if ctx.executor is None else None
+    results = await asyncio.gather(*(evaluate_proposal(ctx, it, p, limit) for p in todo))
     if ctx.should_stop():
         raise StopRequested()
     for p, res in zip(todo, results):
         made = adopt_child(ctx, tree, it, p, res)
         evolve, rollouts = evolve.add(made.evolve), rollouts.add(made.rollouts)
+        spend.add("agent", made.rollouts)
         rec.children.append(made.node.id if made.node else None)
         new += [made.node] if made.node else []
+    rec.children += [None] * skipped  # evolve calls never made (a resumed round skips them again)
     save_tree(ctx.run, tree)
     return evolve, rollouts, new
 
@@ -112,14 +129,17 @@ class TreeSearch:
             rng = random.Random(st.seed * 1000 + it)
             rec.expansions = choose_expansions([n.choice() for n in tree.nodes], slots, rng, rule=st.rule)
         save_tree(ctx.run, tree)
-        evolve, rollouts, new = await _children(ctx, tree, it, rec, st.width)
-        if st.merge and rec.merge_fits:
+        spend = RoundSpend.start(ctx, rec)
+        evolve, rollouts, new = await _children(ctx, tree, it, rec, st.width, spend)
+        if st.merge and rec.merge_fits and not spend.skip("agent", "the merge", "the children's evaluations"):
             made = await try_merge(ctx, tree, it)
             if made is not None:
                 rollouts = rollouts.add(made.rollouts)
                 new += [made.node] if made.node and made.node not in new else []
         line = _line(tree, new)
         rec.line, rec.done = line.id, True
+        if rec.crossed:
+            ctx.run.history(f"  - search tree budget, iteration {it}: {crossing_words(rec)}")
         save_tree(ctx.run, tree)
         base = ctx.repo.head()
         ctx.repo.repo.git.reset("--hard", "-q", line.commit)

@@ -1,0 +1,86 @@
+"""A budget crossed inside a tree round (docs/search.md "A budget crossed mid-round").
+
+A round starts only the children its allocation affords (ahe.evolution.tree_budget), so a token or
+dollar budget is crossed inside a round only when something costs more than forecast. From then on
+the round starts nothing that spends the crossed budget: no further evolve call (if the budget
+counts the evolve role), no child's evaluation and no merge (if it counts the agent role); a
+budget of `total` counts both. What finished is kept: every evaluated child is a node, every
+evolve call's tokens count. A child's evaluation that has started runs to its end (an estimate
+from the tasks that happened to run first would be biased). The round still ends as a round (its
+line is the best new node, else the best node), then the loop's budget check after the phase ends
+the run, and the tree's `best` is judged on what was evaluated, not re-evaluated.
+
+`RoundSpend` is what the run had spent when the round began (scores.json: this iteration's line
+rollout and debugger included, the round's own calls not yet) plus what the round spent since
+(the children a resumed round finds made are counted again from their folders). What it did not
+start is written into the round's record as it happens, so a resumed round says the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ahe.evolution.tree.archive import RoundRecord
+from ahe.llm.types import Usage
+
+if TYPE_CHECKING:
+    from ahe.evolution.context import PhaseContext
+    from ahe.run_folder import RunFolder
+
+
+@dataclass
+class RoundSpend:
+    limits: list[tuple[str, str, float]]  # (tokens | cost_usd, role or total, limit)
+    spent: dict[str, dict[str, float]]  # field -> role -> spent so far
+    rec: RoundRecord  # its `crossed` and `not_started` are kept as they happen (a resumed round adds to them)
+
+    @classmethod
+    def start(cls, ctx: "PhaseContext", rec: RoundRecord) -> "RoundSpend":
+        b = ctx.cfg.budgets
+        limits = ([("tokens", r, float(v)) for r, v in b.max_tokens.items()]
+                  + [("cost_usd", r, float(v)) for r, v in b.max_cost_usd.items()])
+        totals = ctx.run.load_scores().totals() if limits else {"tokens": {}, "cost_usd": {}}
+        return cls(limits, {f: {k: float(v) for k, v in totals[f].items() if k != "total"} for f in ("tokens", "cost_usd")}, rec)
+
+    def add(self, role: str, usage: Usage) -> None:
+        for f, n in (("tokens", usage.total_tokens), ("cost_usd", float(usage.cost_usd or 0.0))):
+            self.spent[f][role] = self.spent[f].get(role, 0.0) + n
+
+    def crossed(self, role: str) -> str | None:
+        """The first budget that counts `role` (or `total`) and is spent, in words; None: none is."""
+        for f, r, limit in self.limits:
+            if r not in (role, "total"):
+                continue
+            spent = sum(self.spent[f].values()) if r == "total" else self.spent[f].get(r, 0.0)
+            if spent >= limit:
+                if f == "tokens":
+                    return f"the token budget of {r} ({limit:,.0f}) was crossed: {spent:,.0f} spent, {spent - limit:,.0f} over"
+                return f"the cost budget of {r} (${limit:,.2f}) was crossed: ${spent:,.2f} spent, ${spent - limit:,.2f} over"
+        return None
+
+    def skip(self, role: str, what: str, after: str) -> bool:
+        """True (and `what` noted as not started) when a budget counting `role` is crossed."""
+        why = self.crossed(role)
+        if why is None:
+            return False
+        self.rec.crossed = self.rec.crossed or f"{why} (after {after})"
+        if what not in self.rec.not_started:
+            self.rec.not_started.append(what)
+        return True
+
+
+def words(rec: RoundRecord) -> str | None:
+    """The round's crossing as history.md and `ahe audit` say it (None: no budget crossed in it)."""
+    return f"{rec.crossed}; not started: {', '.join(rec.not_started)}" if rec.crossed else None
+
+
+def mid_round(run: "RunFolder", it: int) -> str:
+    """The loop's end reason's tail when iteration `it`'s tree round crossed a budget ('' if not)."""
+    from ahe.evolution.tree.archive import load_tree
+
+    rec = next((r for r in load_tree(run).rounds if r.iteration == it), None)
+    if rec is None or not rec.crossed:
+        return ""
+    where = rec.crossed[rec.crossed.find(" (after "):]  # the amounts are the reason's own
+    return f"; crossed mid-round in iteration {it}'s tree round{where}; not started: {', '.join(rec.not_started)}"
