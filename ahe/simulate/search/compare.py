@@ -14,7 +14,7 @@ seed (mean and 95 % interval over seeds), the paired difference to line, the sha
 best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
 `worlds/holdout/`, written after the strategy was frozen (never tuned on); `--search holdout2`: those of
 `worlds/holdout2/`, written after the 7 Dec strategy (file merges, tree-mix) froze; `--search holdout3`:
-those of `worlds/holdout3/`, written after the 7 Dec evening strategy (`tree-drop`) froze.
+those of `worlds/holdout3/`, written before any search ran on them and first run after `tree-drop` froze.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ STREAM = 6  # a stream world's changes: this many times its iterations (evolve c
 
 def load_worlds(which: str) -> list[tuple[str, Scenario]]:
     """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout`, `holdout2` or `holdout3` (tree worlds
-    written after a strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, `holdout3` after
-    `tree-drop`, docs/search.md)."""
+    written after a strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, `holdout3` first run
+    after `tree-drop` froze, docs/search.md)."""
     out: list[tuple[str, Scenario]] = []
     if which in ("tree", "all", *HOLDOUTS):
         where = WORLDS / which if which.startswith("holdout") else WORLDS
@@ -81,8 +81,8 @@ def _line(sc: Scenario, world, evolve, mult: int, scratch: Path) -> dict:
     return {"gain": m.best_true - m.seed_true, "trials": m.rollouts, "evolve_calls": sc.iterations * mult}
 
 
-def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool = False) -> dict:
-    """Worker: line (the real loop) at 1× and 2×, then every search at each of those budgets."""
+def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool = False, mults: tuple[int, ...] = (1, 2)) -> dict:
+    """Worker: line at 1× and 2× (or `mults`), then every search at each of those budgets."""
     from ahe.simulate.search.evolve import ParentAwareEvolve
     from ahe.simulate.world import make_world
 
@@ -105,7 +105,7 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
     seed_true = world.pass_at_1(set())
     row: dict = {"world": sc.name, "kind": kind, "seed": seed, "reachable_gain": reachable - seed_true}
     base = Path(scratch) / f"{sc.name}-{seed}"
-    for mult in (1, 2):
+    for mult in mults:
         calls = sc.iterations * mult
         if real_line:  # the real loop's line (slow: about 3 min a seed of a tree world on one core)
             line = _line(sc, world, evolve(), mult, base)
