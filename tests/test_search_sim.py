@@ -255,3 +255,15 @@ def test_the_increment_table_says_where_line_has_flattened_and_pairs_the_seeds()
     assert inc["flat"]["line_flat"] and not inc["rising"]["line_flat"]
     assert inc["flat"]["tree-drop-line"][0] == pytest.approx(0.04) and inc["flat"]["tree-drop-line"][1] == pytest.approx(0.04)  # paired: the seeds' noise cancels
     assert "| flat | 1x→2x | +0.0 [+0.0, +0.0] | yes |" in markdown(summarize(rows))
+
+
+def test_the_longer_run_adds_a_budget_and_reports_each_step(tmp_path: Path) -> None:
+    from ahe.simulate.search.longer import main
+
+    main(["--worlds", "tree", "--seeds", "0-0", "--budgets", "1,3", "--out", str(tmp_path)])
+    rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(f"tree-drop@{m}x" in r and f"line@{m}x" in r and "line@2x" not in r for r in rows for m in (1, 3))
+    assert all(r["line@3x"]["evolve_calls"] == 3 * r["line@1x"]["evolve_calls"] for r in rows)
+    assert all(r["tree-drop@3x"]["cost"] <= r["line@3x"]["cost"] + 1e-9 for r in rows)
+    text = (tmp_path / "search.md").read_text()
+    assert "| dead-ends | 1x→3x |" in text and "| tree-drop@3x |" in text
