@@ -114,13 +114,13 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
     assert all(c["trials"] <= next(d["trials"] for d in cells if d["world"] == c["world"] and d["budget"] == c["budget"]
                                    and d["strategy"] == "line") for c in cells)  # no strategy spends more than line
     for row in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines()):  # one currency: trials + evolve calls
-        for s in ("tree-ei", "tree-ts", "tree-mix"):
+        for s in ("tree-ei", "tree-drop"):
             for b in ("1x", "2x"):
                 assert row[f"{s}@{b}"]["cost"] <= row[f"line@{b}"]["cost"] + 1e-9
                 assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout or holdout2" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout, holdout2 or holdout3" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
 
 
 def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeypatch) -> None:
@@ -182,3 +182,88 @@ def test_a_near_miss_gets_another_look_before_it_is_rolled_back() -> None:
     assert not [n for n in plain.nodes[1:] if n.pruned and n.evals > 1]  # one look a rejected child (finalists get a round)
     relooked = [n for n in again.nodes[1:] if n.pruned and n.evals > 1]
     assert relooked and max(n.evals for n in again.nodes) <= 3  # a near miss looked at again, never more than relooks + 1
+
+
+def _two_looks(p=lambda t, m: 0.5, again: int = 1, **kw) -> tuple[TreeSearch, object, object]:
+    """Change `fixA` (names t1) proposed twice: on the seed (child 1, rejected) and on a branch that holds
+    `dup` (child 2); each look saw t1 pass 1 of 2 (child 2: `again` of 2) where the seed passed 0 of 2."""
+    import numpy as np
+
+    from ahe.evolution.evidence import Counts, fit_prior
+    from ahe.simulate.search.tree import Node
+
+    s = TreeSearch(p, T, 2, "pool", TreeSettings(select="ei", **kw))
+    s.nodes = [Node(0, None, frozenset(), np.array([0, 0, 0, 0, 2, 2, 2, 2.0]), np.full(8, 2.0))]
+    s.prior = fit_prior([Counts(int(a), int(b)) for a, b in zip(s.nodes[0].s, s.nodes[0].n)])
+    s.named_of = {"fixA": [T[0]], "dup": [T[1]]}
+
+    def child(parent: int, markers: set[str], task: int, passed: int) -> Node:
+        nd = Node(len(s.nodes), parent, frozenset(markers), np.zeros(8), np.zeros(8))
+        new = nd.markers - s.nodes[parent].markers
+        nd.named = np.array([any(t in s.named_of[u] for u in new) for t in T])
+        nd.s[task], nd.n[task] = passed, 2
+        s.nodes.append(nd)
+        for u in new:
+            s.looks.setdefault(u, []).append(nd.id)
+        return nd
+
+    first = child(0, {"fixA"}, 0, 1)
+    first.pruned = True
+    branch = child(0, {"dup"}, 1, 2)
+    return s, first, child(branch.id, {"dup", "fixA"}, 0, again)
+
+
+def test_a_change_rejected_once_and_proposed_again_is_judged_on_both_looks() -> None:
+    alone, first, again = _two_looks()
+    assert alone.p_above(first) < 0.5 and alone.p_above(again) < 0.5  # one look, 1/2 against 0/2: not enough
+    pooled, first, again = _two_looks(pool=True)
+    assert [n.id for n in pooled._earlier_looks(again)[0]] == [first.id]  # t1's earlier look, against its own ancestor
+    assert pooled.p_above(again) > 0.5  # two looks, 2/4 against 0/4: kept
+    assert pooled.judge(again, 10**6) and first.pruned  # the first child stays rolled back without `rescue`
+    rescued, first, again = _two_looks(pool=True, rescue=True)
+    assert rescued.judge(again, 10**6) and not first.pruned  # re-judged on both looks: reopened
+
+
+def test_a_rollback_child_drops_the_least_convincing_change_and_keeps_it_only_when_it_did_something() -> None:
+    def world(fix_works: bool):
+        return lambda t, m: 1.0 if (t == T[0] and fix_works and "fixA" in m) or (t == T[1] and "dup" in m) or t in T[4:] else 0.0
+
+    for works in (True, False):
+        s, first, again = _two_looks(world(works), again=2 if works else 0, drop_every=1, eval_share=0.05)
+        s.nodes[2].pruned = True  # the `dup` branch: the best estimate left is `again`
+        s.seen = {n.markers: n.id for n in s.nodes if n.id != 2}  # (its harness unseen, so the rollback is run)
+        s._drop(10**6)
+        kid = s.nodes[-1]
+        assert kid.parent == again.id and kid.markers == {"dup"}  # fixA: one weak look (1/2) against dup's 2/2
+        assert kid.named.tolist() == [t == T[0] for t in T] and kid.n[0] == 2  # run on what fixA named
+        assert kid.pruned is works  # t1 falls 2/2 -> 0/2 without it: the rollback is rejected; else kept (clutter saved)
+
+
+def test_the_increment_table_says_where_line_has_flattened_and_pairs_the_seeds() -> None:
+    from ahe.simulate.search.table import markdown, summarize
+
+    def row(world: str, seed: int, line: tuple[float, float], tree: tuple[float, float]) -> dict:
+        cell = lambda g: {"gain": g, "trials": 1, "evolve_calls": 1}  # noqa: E731
+        return {"world": world, "kind": "tree", "seed": seed, "reachable_gain": 0.5,
+                **{f"line@{m}x": cell(line[i]) for i, m in enumerate((1, 2))},
+                **{f"{s}@{m}x": cell(tree[i]) for s in ("tree-ei", "tree-drop") for i, m in enumerate((1, 2))}}
+
+    noise = (0.0, 0.02, -0.01, 0.03)
+    rows = [row("flat", s, (0.05 + e, 0.05 + e), (0.08 + e, 0.12 + e)) for s, e in enumerate(noise)]
+    rows += [row("rising", s, (0.05 + e, 0.10 + e), (0.08 + e, 0.09 + e)) for s, e in enumerate(noise)]
+    inc = {r["world"]: r for r in summarize(rows)["increments"]}
+    assert inc["flat"]["line_flat"] and not inc["rising"]["line_flat"]
+    assert inc["flat"]["tree-drop-line"][0] == pytest.approx(0.04) and inc["flat"]["tree-drop-line"][1] == pytest.approx(0.04)  # paired: the seeds' noise cancels
+    assert "| flat | 1x→2x | +0.0 [+0.0, +0.0] | yes |" in markdown(summarize(rows))
+
+
+def test_the_longer_run_adds_a_budget_and_reports_each_step(tmp_path: Path) -> None:
+    from ahe.simulate.search.longer import main
+
+    main(["--worlds", "tree", "--seeds", "0-0", "--budgets", "1,3", "--out", str(tmp_path)])
+    rows = [json.loads(x) for x in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(f"tree-drop@{m}x" in r and f"line@{m}x" in r and "line@2x" not in r for r in rows for m in (1, 3))
+    assert all(r["line@3x"]["evolve_calls"] == 3 * r["line@1x"]["evolve_calls"] for r in rows)
+    assert all(r["tree-drop@3x"]["cost"] <= r["line@3x"]["cost"] + 1e-9 for r in rows)
+    text = (tmp_path / "search.md").read_text()
+    assert "| dead-ends | 1x→3x |" in text and "| tree-drop@3x |" in text

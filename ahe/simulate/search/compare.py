@@ -13,7 +13,8 @@ Reported per world, strategy and budget: the true pass@1 gain of the harness ret
 seed (mean and 95 % interval over seeds), the paired difference to line, the share of the
 best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
 `worlds/holdout/`, written after the strategy was frozen (never tuned on); `--search holdout2`: those of
-`worlds/holdout2/`, written after the 7 Dec strategy (file merges, tree-mix) froze.
+`worlds/holdout2/`, written after the 7 Dec strategy (file merges, tree-mix) froze; `--search holdout3`:
+those of `worlds/holdout3/`, written before any search ran on them and first run after `tree-drop` froze.
 """
 
 from __future__ import annotations
@@ -40,18 +41,27 @@ PRICE = round(DEFAULTS["one-shot"]["evolve"].tokens / DEFAULTS["one-shot"]["agen
 LINE = TreeSettings(select="line", eval_share=1.0, final_top=0, call_price=PRICE)
 STRATEGIES = {
     "tree-ei": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE),
+    # the 7 Dec evening strategy (development seeds 0-29, docs/search.md): tree-ei, and after every fifth
+    # evolve call a rollback child of the best estimate without its least convincing change (the loop's rollback)
+    "tree-drop": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE, drop_every=5),
+}
+# tree-drop draws tree-ei's samples (a harness evaluated by both sees the same trials): the two are paired
+SAMPLES = {"tree-drop": "tree-ei"}
+# measured on 7 Dec (docs/search.md) and no longer run by `ahe simulate --search`: Thompson, and EI then Thompson
+EARLIER = {
     "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
-    # EI for a night's first ten rounds, Thompson after (measured on development seeds 0-25, docs/search.md)
     "tree-mix": TreeSettings(select="ei", thompson_after=10, eval_share=0.05, final_share=0.1, call_price=PRICE),
 }
+HOLDOUTS = ("holdout", "holdout2", "holdout3")
 STREAM = 6  # a stream world's changes: this many times its iterations (evolve call n gets iteration n's)
 
 
 def load_worlds(which: str) -> list[tuple[str, Scenario]]:
-    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout` or `holdout2` (tree worlds written
-    after the strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, docs/search.md)."""
+    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout`, `holdout2` or `holdout3` (tree worlds
+    written after a strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, `holdout3` first run
+    after `tree-drop` froze, docs/search.md)."""
     out: list[tuple[str, Scenario]] = []
-    if which in ("tree", "all", "holdout", "holdout2"):
+    if which in ("tree", "all", *HOLDOUTS):
         where = WORLDS / which if which.startswith("holdout") else WORLDS
         out += [("tree", TreeScenario.model_validate(yaml.safe_load(p.read_text()))) for p in sorted(where.glob("*.yaml"))]
     if which in ("standard", "all"):
@@ -71,8 +81,8 @@ def _line(sc: Scenario, world, evolve, mult: int, scratch: Path) -> dict:
     return {"gain": m.best_true - m.seed_true, "trials": m.rollouts, "evolve_calls": sc.iterations * mult}
 
 
-def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool = False) -> dict:
-    """Worker: line (the real loop) at 1× and 2×, then every search at each of those budgets."""
+def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool = False, mults: tuple[int, ...] = (1, 2)) -> dict:
+    """Worker: line at 1× and 2× (or `mults`), then every search at each of those budgets."""
     from ahe.simulate.search.evolve import ParentAwareEvolve
     from ahe.simulate.world import make_world
 
@@ -95,7 +105,7 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
     seed_true = world.pass_at_1(set())
     row: dict = {"world": sc.name, "kind": kind, "seed": seed, "reachable_gain": reachable - seed_true}
     base = Path(scratch) / f"{sc.name}-{seed}"
-    for mult in (1, 2):
+    for mult in mults:
         calls = sc.iterations * mult
         if real_line:  # the real loop's line (slow: about 3 min a seed of a tree world on one core)
             line = _line(sc, world, evolve(), mult, base)
@@ -105,7 +115,7 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
         line["cost"] = line["trials"] + PRICE * line["evolve_calls"]
         row[f"line@{mult}x"] = line
         for name, cfg in STRATEGIES.items():
-            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:{name}", cfg).run(
+            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:{SAMPLES.get(name, name)}", cfg).run(
                 propose, line["cost"], max_calls=None if kind == "tree" else STREAM * sc.iterations)
             row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
                                       "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned}
@@ -142,8 +152,8 @@ def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jo
     from ahe.simulate.search.table import markdown, summarize
     from ahe.simulate.suite import seed_list
 
-    if which not in ("tree", "standard", "all", "holdout", "holdout2"):
-        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout or holdout2")
+    if which not in ("tree", "standard", "all", *HOLDOUTS):
+        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout, holdout2 or holdout3")
     out = (out or Path("runs") / f"search-{which}").resolve()
     seeds_ = seed_list(seed_range, seeds)
     t0 = time.monotonic()

@@ -67,6 +67,12 @@ class TreeSettings(BaseModel):
     thompson_after: float = Field(default=0.0, ge=0, description="tree (ei): switch to thompson once this many full rounds are spent (0: never)")
     relook: float = Field(default=0.0, ge=0, le=0.5, description="tree: a rejected child whose P(above the clutter cost) is at least this gets another look (0: never)")
     relooks: int = Field(default=1, ge=0, description="... at most this many more looks per child")
+    pool: bool = Field(default=False, description="tree: a child's verdict on a task one of its new changes names also counts every earlier look at that change (each child that added it, against its own ancestor)")
+    rescue: bool = Field(default=False, description="tree (with pool): after each verdict, an earlier rejected child sharing a new change is judged again on the pooled looks, and reopened if it now passes")
+    check_every: int = Field(default=0, ge=0, description="tree: after every this many evolve calls, a full round on the best estimate (as the product's loop runs the line's harness each iteration; 0: never)")
+    check_drop: bool = Field(default=True, description="... and a checked node the verdict now rejects against its ancestors is pruned")
+    drop_every: int = Field(default=0, ge=0, description="tree: after every this many evolve calls, a rollback child of the best estimate without its weakest change (the one whose looks were least convincing), kept when dropping it costs nothing (0: never)")
+    topup: int = Field(default=0, ge=0, description="tree: before the verdict, run the compared ancestor on the child's named tasks until it has this many trials there (0: never)")
 
 
 @dataclass
@@ -101,6 +107,10 @@ class TreeSearch:
         self.p, self.tasks, self.k, self.key, self.cfg = p, tasks, k, key, settings
         self.nodes: list[Node] = []
         self.spent = 0
+        self.looks: dict[str, list[int]] = {}  # change -> the children that added it (pooled verdicts)
+        self.named_of: dict[str, list[str]] = {}
+        self.dropped: dict[int, set[str]] = {}  # node -> the changes a rollback child already tried to drop
+        self.calls = 0
 
     # -------------------------------------------------------------- the model
     def posteriors(self) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -158,15 +168,27 @@ class TreeSearch:
     def judge(self, child: Node, budget: float) -> bool:
         """The verdict, with up to `relooks` more looks while a rejected child's P(above) is at least
         `relook` (value of information: a near miss is worth another look before it is rolled back)."""
+        self._top_up(child, budget)
         for _ in range(self.cfg.relooks if self.cfg.relook > 0 else 0):
             p = self.p_above(child)
             if p >= keep_bar(final=True) or p < self.cfg.relook or not self._fits(budget):
                 break
             self._look(child)
-        if self.verdict(child):
-            return True
-        child.pruned = True
-        return False
+        kept = self.verdict(child)
+        child.pruned = not kept
+        if self.cfg.pool and self.cfg.rescue:
+            self._rescue(child)
+        return kept
+
+    def _rescue(self, child: Node) -> None:
+        """Re-judge the rejected children that added one of this child's new changes, on every look now
+        pooled; one that passes is reopened (un-pruned: it can be expanded again)."""
+        parent = self.nodes[child.parent] if child.parent is not None else child
+        for u in child.markers - parent.markers:
+            for c in self.looks.get(u, []):
+                nd = self.nodes[c]
+                if c != child.id and nd.pruned and nd.named is not None and self.verdict(nd):
+                    nd.pruned = False
 
     # -------------------------------------------------------------- the product's rules
     def tree_nodes(self) -> list[TreeNode]:
@@ -179,7 +201,7 @@ class TreeSearch:
     def verdict(self, child: Node) -> bool:
         return self.p_above(child) >= keep_bar(final=True)
 
-    def p_above(self, child: Node) -> float:
+    def p_above(self, child: Node, sign: float = 1.0) -> float:
         """Keep the child's new changes? The product's expected-value rule (`ahe.evolution.expected_value`):
         per task the child ran, the spike-and-slab posterior effect against the nearest ancestor that ran
         it (prior P(moved): a named task 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); kept when
@@ -187,15 +209,84 @@ class TreeSearch:
         t = len(self.tasks)
         pa, pb = PRIOR_PRECISION
         mean = var = 0.0
+        pooled = self._earlier_looks(child) if self.cfg.pool else {}
         for i in np.flatnonzero(child.n > 0):
-            anc = self.nodes[child.parent] if child.parent is not None else child
-            while anc.n[i] == 0 and anc.parent is not None:
-                anc = self.nodes[anc.parent]
+            anc = self._ancestor(child, i)
+            before, after = Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i]))
+            for c in pooled.get(int(i), ()):  # the same change's earlier looks at this task, each against its own ancestor
+                a = self._ancestor(c, i)
+                before, after = before + Counts(int(a.s[i]), int(a.n[i])), after + Counts(int(c.s[i]), int(c.n[i]))
             pi = pa / (pa + pb) if child.named is not None and child.named[i] else min(UNNAMED_MOVES / t, UNNAMED_CAP)
-            te = task_effect(self.tasks[i], Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i])), self.prior, pi)
+            te = task_effect(self.tasks[i], before, after, self.prior, pi)
             mean, var = mean + te.mean / t, var + te.var / t ** 2
-        cost = CLUTTER / t
+        cost = sign * CLUTTER / t  # a rollback child (sign -1) saves the clutter cost
         return 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
+
+    def _ancestor(self, nd: Node, i: int) -> Node:
+        """The nearest ancestor of `nd` that ran task i (the root for the root)."""
+        anc = self.nodes[nd.parent] if nd.parent is not None else nd
+        while anc.n[i] == 0 and anc.parent is not None:
+            anc = self.nodes[anc.parent]
+        return anc
+
+    def _earlier_looks(self, child: Node) -> dict[int, list[Node]]:
+        """Per task one of the child's new changes names: every other child that added such a change and
+        ran the task (pooled evidence per change across the archive; each earlier child counted once)."""
+        parent = self.nodes[child.parent] if child.parent is not None else child
+        index = {t: j for j, t in enumerate(self.tasks)}
+        out: dict[int, set[int]] = {}
+        for u in child.markers - parent.markers:
+            others = [c for c in self.looks.get(u, []) if c != child.id]
+            for task in self.named_of.get(u, []):
+                j = index.get(task)
+                if j is not None and others:
+                    out.setdefault(j, set()).update(c for c in others if self.nodes[c].n[j] > 0)
+        return {j: [self.nodes[c] for c in sorted(cs)] for j, cs in out.items() if cs}
+
+    def _drop(self, budget: float) -> None:
+        """A rollback child: the best estimate without the change whose looks (the children that added it)
+        were least convincing, run on that change's named tasks and a sample; kept when P(dropping it
+        costs more than the clutter it saves) is below one half."""
+        live = [x for x in self.tree_nodes() if not x.pruned]
+        if not live or not self._fits(budget):
+            return
+        nd = self.nodes[int(finalists(live, 1)[0][1:])]
+        tried = self.dropped.setdefault(nd.id, set())
+        score = {u: float(np.mean([self.p_above(self.nodes[c]) for c in self.looks.get(u, [])] or [1.0]))
+                 for u in nd.markers - tried}
+        if not score:
+            return
+        u = min(sorted(score), key=score.get)
+        tried.add(u)
+        markers = nd.markers - {u}
+        if markers in self.seen:
+            return
+        kid = self.add(nd.id, markers, set(self.named_of.get(u, [])))
+        self.seen[markers] = kid.id
+        if self.p_above(kid, sign=-1.0) < keep_bar(final=True):
+            kid.pruned = True
+
+    def _check(self, budget: float) -> None:
+        """A full round on the best estimate: every task it did not run is seen (a harm its manifests did
+        not name shows), and its descendants' estimates follow (they inherit its evidence)."""
+        if not self._fits(budget):
+            return
+        unseen = [x for x in self.tree_nodes() if self.nodes[int(x.id[1:])].n.min() == 0]  # not yet run on every task
+        if not unseen:
+            return
+        nd = self.nodes[int(finalists(unseen, 1)[0][1:])]
+        self.evaluate(nd)
+        if self.cfg.check_drop and nd.parent is not None and not self.verdict(nd):
+            nd.pruned = True
+
+    def _top_up(self, child: Node, budget: float) -> None:
+        """Paired depth: run the parent on the child's named tasks where it has fewer than `topup` trials."""
+        if not self.cfg.topup or child.parent is None or child.named is None:
+            return
+        parent = self.nodes[child.parent]
+        need = child.named & (parent.n < self.cfg.topup)
+        if need.any() and self.cost + self.k * int(need.sum()) <= budget:
+            self.evaluate(parent, need)
 
     # -------------------------------------------------------------- the search
     def choose(self, current: int, step: int) -> int | None:
@@ -231,6 +322,7 @@ class TreeSearch:
         current = self.add(None, frozenset()).id
         self.prior = fit_prior([Counts(int(s), int(n)) for s, n in zip(self.nodes[0].s, self.nodes[0].n)])
         self.seen, self.named_of = {frozenset(): 0}, {}
+        self.looks: dict[str, list[int]] = {}  # change -> the children that added it (pooled verdicts)
         step, cap = 0, max_calls if max_calls is not None else 10 * int(budget) // rnd + 10
         while self.cost + self.cfg.call_price + rnd + reserve <= budget and step < cap:
             pick = self.choose(current, step + 1)
@@ -254,6 +346,10 @@ class TreeSearch:
                 if self.cfg.merge:
                     self._merge_branches(budget - reserve)
             parent.dry = 0 if len(self.nodes) > before else parent.dry + 1
+            if self.cfg.drop_every and self.cfg.select != "line" and step % self.cfg.drop_every == 0:
+                self._drop(budget - reserve)
+            if self.cfg.check_every and self.cfg.select != "line" and step % self.cfg.check_every == 0:
+                self._check(budget - reserve)
             if self.cfg.select != "line":
                 self.prune()
         return self._finish(budget, rnd, current, step)
@@ -264,6 +360,8 @@ class TreeSearch:
             return None
         child = self.add(parent.id, markers, {t for _, named in proposed for t in named})
         self.seen[markers] = child.id
+        for u in markers - parent.markers:
+            self.looks.setdefault(u, []).append(child.id)
         return child
 
     def _fits(self, budget: float) -> bool:
