@@ -23,11 +23,6 @@ if TYPE_CHECKING:
     from ahe.evolution.context import PhaseContext
 
 
-def evolve_calls_made(ctx: "PhaseContext") -> int:
-    root = ctx.run.iterations_dir
-    return sum(1 for _ in root.glob("*/tree/c*/evolve/manifest.json")) if root.is_dir() else 0
-
-
 def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
     """One `Spend` per token or dollar budget of the run (none without budgets)."""
     from ahe.evolution.bill import _measured, load_bill
@@ -45,7 +40,7 @@ def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
     totals, cur = scores.totals(), scores.get(it)
     results = read_model(ctx.run.iteration(it).results_json, RunResults)
     trials = results.n_trials if results is not None else (cur.n_trials if cur else 0)
-    calls = evolve_calls_made(ctx)
+    calls = ctx.run.tree_evolve_calls()
 
     def unit(field: str, role: str, n: float, one) -> float:
         rf = _role_forecast(cfg, role, Interval.of(n), one, {})
