@@ -16,7 +16,6 @@ import os
 import queue
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ahe.report.html import report_command
+from tests.shared_runs import copy_run, line_demo
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
@@ -36,22 +36,11 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None and not _REQUIRE,
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory) -> Path:
-    """A real run folder: the demo scenario through `ahe evolve` (3 iterations + final eval)."""
-    from ahe.demo import write_demo
-
-    d = tmp_path_factory.mktemp("report-demo")
-    cfg = write_demo(d / "exp")
-    run = d / "run"
-    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(run), "-q"],
-                          capture_output=True, text=True, timeout=240, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    """A real run folder: the demo scenario through `ahe evolve` (3 iterations + final eval), built once
+    a session (tests/shared_runs.py); read only: a test that writes into it copies it first."""
+    run = line_demo(tmp_path_factory)
     assert (run / "scores.json").exists()
     return run
-
-
-def _copy_run(run: Path, dest: Path) -> Path:
-    shutil.copytree(run, dest, symlinks=True)
-    return dest
 
 
 # ---------------------------------------------------------------- a tiny DevTools client
@@ -244,8 +233,9 @@ def test_report_file_is_self_contained(demo_run: Path, tmp_path: Path) -> None:
     assert "https://" not in html
     assert 'id="pass-curve"' in html and 'id="heatmap"' in html and 'id="sec-timeline"' in html
     # default location: RUN_DIR/report.html, evidence links relative to it
-    default = report_command(demo_run, None, False)
-    assert default == demo_run / "report.html"
+    run = copy_run(demo_run, tmp_path / "run")  # not into the shared run
+    default = report_command(run, None, False)
+    assert default == run / "report.html"
     assert 'href="iterations/001/corpus/' in default.read_text()
 
 
@@ -265,7 +255,8 @@ def test_report_shows_the_regression_only_the_replay_foresaw(demo_run: Path, tmp
 
 @needs_chromium
 def test_report_loads_in_headless_chromium(demo_run: Path, tmp_path: Path) -> None:
-    out = report_command(demo_run, None, False)
+    run = copy_run(demo_run, tmp_path / "run")  # the report goes into RUN_DIR; not into the shared run
+    out = report_command(run, None, False)
     shot = ARTIFACTS / "report-demo.png"
     r = load_in_chromium(out, tmp_path, screenshot=shot)
     assert r["console_errors"] == [], r["console_errors"]
@@ -279,7 +270,7 @@ def test_report_loads_in_headless_chromium(demo_run: Path, tmp_path: Path) -> No
     assert verdicts["chg-1"] == "keep" and verdicts["chg-2"] == "rollback", dom["changes"]
     assert dom["diffs"] >= 2
     assert dom["evidence"] and all(e.startswith("iterations/001/corpus/") for e in dom["evidence"])
-    assert all((demo_run / e).exists() for e in dom["evidence"])
+    assert all((run / e).exists() for e in dom["evidence"])
     assert dom["predictions"] >= 3 and dom["usage"] >= 5
     assert not dom["transfer"] and dom["scripts"] == 0
     assert not dom["treeSection"] and dom["treeNodes"] == []  # a line run: no search tree section
@@ -299,7 +290,7 @@ def test_report_loads_in_headless_chromium(demo_run: Path, tmp_path: Path) -> No
 def test_half_finished_run_with_hostile_text(demo_run: Path, tmp_path: Path) -> None:
     """A run still going (last results.json and attribution missing), with agent text that tries
     to inject markup and fetch a URL: renders, escapes, nothing runs, nothing is fetched."""
-    run = _copy_run(demo_run, tmp_path / "run")
+    run = copy_run(demo_run, tmp_path / "run")
     last = max(int(p.name) for p in (run / "iterations").iterdir())
     (run / "iterations" / f"{last:03d}" / "results.json").unlink()
     (run / "iterations" / f"{last:03d}" / "attribution.json").unlink()
