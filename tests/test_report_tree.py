@@ -14,7 +14,7 @@ from ahe.report.html import report_command
 from ahe.report.html_tree import BOX_H, BOX_W, tree_svg
 from tests import shared_runs
 from tests.shared_runs import copy_run
-from tests.test_report_html import ARTIFACTS, load_in_chromium, needs_chromium
+from tests.chromium_support import ARTIFACTS, assert_inert, load_in_chromium, needs_chromium
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -118,10 +118,9 @@ def test_hostile_text_and_a_refused_merge_in_the_tree(tree_run: Path, tmp_path: 
     html = out.read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     r = load_in_chromium(out, tmp_path)
-    assert r["dialogs"] == [] and r["exceptions"] == [] and r["console_errors"] == [], r
-    assert all(u == out.resolve().as_uri() for u in r["requests"]), r["requests"]
+    assert_inert(r, out)
     dom = r["dom"]
-    assert dom["scripts"] == 0 and dom["imgs"] == 0 and dom["treeLabels"][0] == evil[:19] + "…"
+    assert dom["treeLabels"][0] == evil[:19] + "…"
     assert dom["treeMerges"][-1].split("\t") == ["2", "node-000 + node-002", "not made", f"both touch LongTermMEMORY.md {evil}"]
 
 
