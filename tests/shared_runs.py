@@ -82,3 +82,12 @@ def tree_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def line_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo (`search: line`, 3 iterations, k=2) through `ahe evolve -q`, once a session: the run folder."""
     return shared_build(tmp_path_factory, "line-demo", evolved) / "run"
+
+
+def mini_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`ahe demo DIR --backend mini-swe-agent --quiet` once a session: the run folder (needs mini-swe-agent)."""
+    def build(folder: Path) -> None:
+        proc = ahe("demo", str(folder / "demo"), "--backend", "mini-swe-agent", "--quiet")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    return shared_build(tmp_path_factory, "mini-demo", build) / "demo" / "run"
