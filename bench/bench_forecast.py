@@ -7,7 +7,10 @@ runs vary k, iterations and the attribution policy (expected-value re-evaluates)
 used to fit. For each check run: the forecast of total tokens from the group's fit run against
 what the run recorded (scores.json), and whether the stated interval covers it.
 
-    .venv/bin/python bench/bench_forecast.py [--out DIR] [--groups N]
+    .venv/bin/python bench/bench_forecast.py [--out DIR] [--groups N] [--checks N] [--reuse]
+
+(`--groups 1 --checks 1 --reuse` over run folders already in DIR is the smoke test's tiny mode:
+tests/test_bench_smoke.py.)
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--groups", type=int, default=len(POLICIES))
+    ap.add_argument("--checks", type=int, default=len(CHECKS), help="the first N check runs of each group")
     ap.add_argument("--reuse", action="store_true", help="keep run folders already in --out (plans are made again)")
     args = ap.parse_args()
     root = args.out or Path(tempfile.mkdtemp(prefix="ahe-forecast-"))
@@ -76,7 +80,7 @@ def main() -> None:
     for g, pad in enumerate(POLICIES[: args.groups]):
         fit = _run(_make(root, f"g{g}-fit", FIT, pad), args.reuse)
         fits.append(fit)
-        for c, spec in enumerate(CHECKS):
+        for c, spec in enumerate(CHECKS[: args.checks]):
             config = _make(root, f"g{g}-check{c}", spec, pad)
             plan = plan_forecast(load_experiment_config(config), source_run=fit)  # before the run
             run = _run(config, args.reuse)

@@ -6,7 +6,10 @@ expected-value attribution policy, the mini-swe-agent backend, a holdout split
 `OUT/fit/` and five *check* runs under `OUT/check/` varying k (1–3) and iterations (2–3);
 every check run is forecast from its own family's fit run before it runs, never from itself.
 
-    .venv/bin/python bench/bench_forecast_configs.py [--out DIR] [--families a,b]
+    .venv/bin/python bench/bench_forecast_configs.py [--out DIR] [--families a,b] [--checks N] [--reuse]
+
+(`--families best-of-n --checks 1 --reuse` over run folders already in DIR is the smoke test's
+tiny mode: tests/test_bench_smoke.py.)
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--checks", type=int, default=len(CHECKS), help="the first N check runs of each family")
     ap.add_argument("--reuse", action="store_true", help="keep run folders already in --out (plans are made again)")
     args = ap.parse_args()
     root = args.out or Path(tempfile.mkdtemp(prefix="ahe-forecast-configs-"))
@@ -96,7 +100,7 @@ def main() -> None:
         t = time.monotonic()
         fit = _run(_make(root / "fit" / family, family, *FIT), args.reuse)
         print(json.dumps({"family": family, "fit": str(fit), "run_s": round(time.monotonic() - t, 1)}), flush=True)
-        for c, (iterations, k) in enumerate(CHECKS):
+        for c, (iterations, k) in enumerate(CHECKS[: args.checks]):
             rows.append(_check(family, fit, _make(root / "check" / f"{family}-{c}", family, iterations, k), args.reuse))
             print(json.dumps(rows[-1]), flush=True)
     table = _table(rows) + f"; {time.monotonic() - t0:.0f} s; run folders in {root}"

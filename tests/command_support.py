@@ -63,6 +63,14 @@ def write_command_demo(directory: Path, *, iterations: int = 3, k: int = 2) -> P
 
 
 
+def command_run(tmp_path_factory) -> Path:
+    """The command-backend scenario's run folder, built once a session for every worker
+    (tests/shared_runs.py); read only."""
+    from tests.shared_runs import shared_build
+
+    return shared_build(tmp_path_factory, "command-scenario", command_run_dir) / "run"
+
+
 def command_run_dir(base: Path) -> Path:
     """`ahe evolve` of the command-backend scenario under `base` (made once; reused when finished)."""
     import json

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +52,20 @@ def ray_cluster():
         if ray.is_initialized():
             ray.shutdown()
         cluster.stop()
+
+
+def ray_demo(directory: Path, address: str, **demo) -> Path:
+    """The demo's experiment (one iteration; `write_demo` keywords in `demo`) under `executor: ray` on the
+    cluster at `address`, two trials at a time, the scripted agent answering after 0.5 s so that trials
+    are still running when a test looks (or kills). Returns the config path."""
+    import yaml
+
+    from ahe.demo import write_demo
+
+    config = write_demo(directory, iterations=1, **demo)
+    data = yaml.safe_load(config.read_text())
+    data.update(executor="ray", ray_address=address, concurrency=2)
+    config.write_text(yaml.safe_dump(data))
+    pol = directory / "policies" / "agent.yaml"
+    pol.write_text(yaml.safe_dump({**yaml.safe_load(pol.read_text()), "latency_sec": 0.5}))
+    return config

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ahe.demo import X, Y, write_demo
+from ahe.demo import X, Y
 from ahe.experiments.compose import compose, diff_harnesses, read_tree, validate
 from evolve_agent.workspace_load import load_problem
 from tests.conftest import SEED
+from tests.shared_runs import copy_run, line_demo
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
@@ -96,13 +97,8 @@ def test_compose_each_class_loads_and_merges_registrations(tmp_path):
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("ablate-demo")
-    cfg = write_demo(d / "exp")
-    run = d / "run"
-    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(run), "-q"],
-                          capture_output=True, text=True, timeout=240, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return run
+    """The demo run (built once a session, tests/shared_runs.py; read only)."""
+    return line_demo(tmp_path_factory)
 
 
 def _ablate(*args: str) -> subprocess.CompletedProcess:
@@ -134,6 +130,7 @@ def test_demo_ablation_shows_the_scripted_effects(demo_run, tmp_path):
     assert tok > 0 and mem["metrics"]["successes_per_mtok"] == pytest.approx(4 * 1e6 / (6 * tok))
 
     # the user's command on the run folder: its best harness, the table, resumable into RUN_DIR/ablation
+    demo_run = copy_run(demo_run, tmp_path / "run")  # it writes into the run
     proc = _ablate(str(demo_run), "--tasks", str(REPO / "examples/tasks"), "-k", "2")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -12,25 +12,19 @@ from pathlib import Path
 import git
 import pytest
 
-from ahe.demo import X, Y, Z, write_demo
+from ahe.demo import X, Y, Z
 from ahe.errors import AheError
 from ahe.report.audit import audit_command, build_audit
+from tests.shared_runs import line_demo
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 REPO = Path(__file__).resolve().parents[1]
 
 
 def demo_run_dir(tmp_path_factory) -> Path:
-    """The demo scenario's run folder, made once per test session (shared with tests/test_diff.py)."""
-    d = tmp_path_factory.getbasetemp() / "demo-scenario"
-    run = d / "run"
-    if not (run / "loop_state.json").exists() or not json.loads((run / "loop_state.json").read_text()).get("finished"):
-        shutil.rmtree(d, ignore_errors=True)
-        cfg = write_demo(d)
-        proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(run), "-q"],
-                              capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
-        assert proc.returncode == 0, proc.stderr
-    return run
+    """The demo scenario's run folder, made once per test session and shared by every worker
+    (tests/shared_runs.py; with tests/test_diff.py, test_tables.py, test_report_html.py …); read only."""
+    return line_demo(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ahe.demo import write_demo
-from tests.command_support import command_run_dir
+from tests.command_support import command_run
+from tests.shared_runs import line_demo, mini_demo
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.xdist_group("backend-layout")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,31 +52,18 @@ def _layout(run: Path, backend: str) -> set[str]:
     return out
 
 
-def _ahe_run(base: Path) -> Path:
-    cfg = write_demo(base / "ahe")
-    p = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(base / "ahe" / "run"), "-q"],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return base / "ahe" / "run"
-
-
-def _mini_run(base: Path) -> Path | None:
+def _mini_run(tmp_path_factory) -> Path | None:
     try:
         import minisweagent  # noqa: F401
     except ImportError:
         return None
-    out = base / "mini"
-    p = subprocess.run([sys.executable, "-m", "ahe.cli", "demo", str(out), "--backend", "mini-swe-agent"],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-2000:]
-    return out / "run"
+    return mini_demo(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("layout")
-    found = {"ahe": _ahe_run(base), "command": command_run_dir(base / "command")}
-    mini = _mini_run(base)
+    found = {"ahe": line_demo(tmp_path_factory), "command": command_run(tmp_path_factory)}  # built once a session
+    mini = _mini_run(tmp_path_factory)
     if mini is not None:
         found["mini-swe-agent"] = mini
     return found

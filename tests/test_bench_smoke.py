@@ -143,3 +143,45 @@ def test_worker_start_smoke(tmp_path, docker_engine):  # noqa: F811 - fixture
     data = json.loads(out.read_text())
     for kind in ("bwrap", "docker"):
         assert data[kind]["ready_ms"] > 0 and data[kind]["all_ready_ms"] > 0
+
+
+def _forecast_bench(script: str, out: Path, runs: list[str], *args: str, tmp_path_factory) -> tuple[list[dict], str]:
+    """A forecast bench in its tiny mode: its run folders already in `out` (copies of the shared demo
+    run: `--reuse` evolves nothing), one check run, so only the plans and the table are made."""
+    from tests.shared_runs import copy_run, line_demo
+
+    demo = line_demo(tmp_path_factory)
+    for name in runs:
+        copy_run(demo, out / name / "run", ignore=__import__("shutil").ignore_patterns("workspace"))
+    p = subprocess.run([sys.executable, str(BENCH / script), "--out", str(out), "--checks", "1", "--reuse", *args],
+                       capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    return rows, p.stdout
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed (the demo run)")
+def test_forecast_smoke(tmp_path, tmp_path_factory):
+    rows, out = _forecast_bench("bench_forecast.py", tmp_path, ["g0-fit", "g0-check0"], "--groups", "1",
+                                tmp_path_factory=tmp_path_factory)
+    (row,) = rows
+    actual = json.loads((tmp_path / "g0-check0" / "run" / "scores.json").read_text())["totals"]["tokens"]["total"]
+    assert (row["group"], row["pad"], row["iterations"], row["k"], row["policy"]) == (0, [0, 0], 3, 2, "paper")
+    assert row["actual"] == actual > 0 and 0 < row["low"] <= row["forecast"] <= row["high"]
+    assert {"error", "within25", "covered", "wall_forecast_s", "wall_actual_s", "wall_covered"} <= set(row)
+    assert f"| 0 (0, 0) | 3 | 2 | paper | {row['forecast']:,} | {row['low']:,}–{row['high']:,} | {actual:,} |" in out
+    assert "\n1 check runs: forecast within ±25% for " in out and "mismatched source" not in out  # one group: no other source
+
+
+@pytest.mark.skipif(__import__("shutil").which("bwrap") is None, reason="bubblewrap is not installed (the demo run)")
+def test_forecast_configs_smoke(tmp_path, tmp_path_factory):
+    rows, out = _forecast_bench("bench_forecast_configs.py", tmp_path, ["fit/best-of-n", "check/best-of-n-0"],
+                                "--families", "best-of-n", tmp_path_factory=tmp_path_factory)
+    fit, row = rows
+    assert fit["family"] == "best-of-n" and fit["fit"] == str(tmp_path / "fit" / "best-of-n" / "run")
+    assert (row["family"], row["iterations"], row["k"]) == ("best-of-n", 2, 2)
+    assert row["actual"] > 0 and 0 < row["low"] <= row["forecast"] <= row["high"]
+    assert {"agent", "evolve", "debugger"} <= set(row["role_errors"])
+    table = (tmp_path / "table.md").read_text()
+    assert table.startswith("| family | iterations | k | forecast |") and out.rstrip().endswith(table.rstrip())
+    assert "\n1 check runs: forecast within ±25 % for " in table

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.command_support import X, Y, Z, command_run_dir
+from tests import command_support
+from tests.command_support import X, Y, Z
 
 pytestmark = [pytest.mark.bwrap, pytest.mark.xdist_group("command-scenario")]  # one evolve, one worker
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def command_run(tmp_path_factory) -> Path:
-    return command_run_dir(tmp_path_factory.getbasetemp() / "command-scenario")
+    return command_support.command_run(tmp_path_factory)
 
 
-def test_evolve_runs_the_command_backend_through_every_phase(command_run: Path) -> None:
+def test_evolve_runs_the_command_backend_through_every_phase(command_run: Path, tmp_path: Path) -> None:
     rollouts = sorted((command_run / "iterations" / "001" / "rollouts").glob("*/trial-*/result.json"))
     assert len(rollouts) == 6  # 3 tasks x k=2, each a CLI session in the sandbox behind the gateway
     for path in rollouts:
@@ -36,8 +37,8 @@ def test_evolve_runs_the_command_backend_through_every_phase(command_run: Path) 
     audit = subprocess.run([sys.executable, "-m", "ahe.cli", "audit", str(command_run), "--json"], capture_output=True,
                            text=True, timeout=120, cwd=ROOT)
     assert audit.returncode == 0, audit.stderr
-    report = subprocess.run([sys.executable, "-m", "ahe.cli", "report", str(command_run)], capture_output=True,
-                            text=True, timeout=120, cwd=ROOT)
+    report = subprocess.run([sys.executable, "-m", "ahe.cli", "report", str(command_run), "--out", str(tmp_path / "report.html")],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)  # not into the shared run
     assert report.returncode == 0, report.stderr
 
 

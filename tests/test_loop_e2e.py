@@ -19,6 +19,7 @@ import git
 import pytest
 
 from ahe.demo import X, Y, Z, write_demo
+from tests.shared_runs import line_demo
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -49,11 +50,9 @@ def outcome(run: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[Path, dict]:
-    d = tmp_path_factory.mktemp("ref")
-    cfg = write_demo(d)
-    proc = evolve(str(cfg), "--run-dir", str(d / "run"))
-    assert proc.returncode == 0, proc.stderr
-    return d / "run", outcome(d / "run")
+    """The demo run never killed (built once a session, tests/shared_runs.py; read only)."""
+    run = line_demo(tmp_path_factory)
+    return run, outcome(run)
 
 
 def test_design_scenario(reference):

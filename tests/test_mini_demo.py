@@ -18,10 +18,11 @@ import pytest
 
 from ahe.demo import MINI_STRICT, X, Y
 from tests.mini_support import needs_mini
+from tests.shared_runs import line_demo, mini_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [needs_mini, pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed"),
-              pytest.mark.xdist_group("mini-demo")]  # one worker: the module's demo run is made once
+              pytest.mark.xdist_group("mini-demo")]
 
 
 def _ahe(*args: str, timeout: float = 400) -> subprocess.CompletedProcess:
@@ -44,10 +45,8 @@ def _layout(run: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def mini_run(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("mini-demo") / "demo"
-    p = _ahe("demo", str(d), "--backend", "mini-swe-agent", "--quiet")
-    assert p.returncode == 0, p.stderr[-3000:]
-    return d / "run"
+    """`ahe demo DIR --backend mini-swe-agent --quiet`, built once a session (tests/shared_runs.py); read only."""
+    return mini_demo(tmp_path_factory)
 
 
 def test_mini_demo_keeps_one_change_and_rolls_back_the_other(mini_run: Path) -> None:
@@ -70,10 +69,9 @@ def test_mini_demo_keeps_one_change_and_rolls_back_the_other(mini_run: Path) -> 
     assert json.loads((trial / "trajectory.claimed.json").read_text())["extra"]["exit_status"] == "Submitted"
 
 
-def test_mini_demo_run_folder_matches_the_ahe_demo_and_audit_report_read_it(mini_run: Path, tmp_path: Path) -> None:
-    p = _ahe("demo", str(tmp_path / "ahe-demo"), "--quiet")
-    assert p.returncode == 0, p.stderr[-3000:]
-    ahe_layout, mini_layout = _layout(tmp_path / "ahe-demo" / "run"), _layout(mini_run)
+def test_mini_demo_run_folder_matches_the_ahe_demo_and_audit_report_read_it(mini_run: Path, tmp_path: Path,
+                                                                            tmp_path_factory) -> None:
+    ahe_layout, mini_layout = _layout(line_demo(tmp_path_factory)), _layout(mini_run)  # the `ahe` demo: `ahe demo --quiet`'s run
     assert ahe_layout == mini_layout, (sorted(ahe_layout - mini_layout)[:10], sorted(mini_layout - ahe_layout)[:10])
     audit = _ahe("audit", str(mini_run))
     assert audit.returncode == 0 and "chg-2" in audit.stdout, audit.stderr

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ahe.demo import TASKS, X, Y, Z, agent_policy, write_demo
+from ahe.demo import TASKS, X, Y, Z, agent_policy
 from ahe.llm.types import RoleConfig
 from ahe.rollout.scheduler import RolloutConfig, run_rollouts
 from tests.conftest import SEED
-from tests.ray_support import ray_cluster, require_ray  # noqa: F401  (fixture)
+from tests.ray_support import ray_cluster, ray_demo, require_ray  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(600)]
 
@@ -126,12 +126,7 @@ def test_worker_node_killed_mid_run_is_retried_and_nothing_finished_reruns(ray_c
 
 
 def test_driver_killed_mid_rollout_resumes_without_rerunning_finished_trials(ray_cluster, tmp_path):
-    config = write_demo(tmp_path / "exp", iterations=1)
-    data = yaml.safe_load(config.read_text())
-    data.update(executor="ray", ray_address=ray_cluster.address, concurrency=2)
-    config.write_text(yaml.safe_dump(data))
-    pol = tmp_path / "exp" / "policies" / "agent.yaml"
-    pol.write_text(yaml.safe_dump({**yaml.safe_load(pol.read_text()), "latency_sec": 0.5}))
+    config = ray_demo(tmp_path / "exp", ray_cluster.address)
     run = tmp_path / "run"
     env = {**os.environ, "RAY_ADDRESS": ""}
     proc = subprocess.Popen([sys.executable, "-m", "ahe.cli", "evolve", str(config), "--run-dir", str(run), "-q"],

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ahe.report.html import report_command
 from ahe.report.html_tree import BOX_H, BOX_W, tree_svg
-from tests.test_report_html import ARTIFACTS, REPO, load_in_chromium, needs_chromium
+from tests import shared_runs
+from tests.shared_runs import copy_run
+from tests.chromium_support import ARTIFACTS, assert_inert, load_in_chromium, needs_chromium
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -69,16 +69,9 @@ def test_a_parent_cycle_or_an_unknown_parent_still_draws() -> None:
 
 @pytest.fixture(scope="module")
 def tree_run(tmp_path_factory) -> Path:
-    """The tree demo through `ahe evolve`: node-001 pruned, merges node-003 and node-007, the rollback
-    node-005, best node-006 on node-000 → node-002 → node-006."""
-    from ahe.demo import write_demo
-
-    d = tmp_path_factory.mktemp("report-tree")
-    cfg = write_demo(d / "exp", search="tree")
-    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(d / "run"), "-q"],
-                          capture_output=True, text=True, timeout=400, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return d / "run"
+    """The tree demo through `ahe evolve` (built once a session, tests/shared_runs.py): node-001 pruned,
+    merges node-003 and node-007, the rollback node-005, best node-006 on node-000 → node-002 → node-006."""
+    return shared_runs.tree_demo(tmp_path_factory) / "run"
 
 
 @needs_bwrap
@@ -114,8 +107,7 @@ def test_the_tree_drawn_in_the_report(tree_run: Path, tmp_path: Path) -> None:
 @needs_bwrap
 @needs_chromium
 def test_hostile_text_and_a_refused_merge_in_the_tree(tree_run: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(tree_run, run, symlinks=True)
+    run = copy_run(tree_run, tmp_path / "run")
     tree = json.loads((run / "tree.json").read_text())
     evil = '<script>alert(1)</script><img src="http://198.51.100.7/x.png">'
     tree["nodes"][1]["changes"] = [evil]
@@ -126,17 +118,15 @@ def test_hostile_text_and_a_refused_merge_in_the_tree(tree_run: Path, tmp_path: 
     html = out.read_text()
     assert "<script>" not in html and "&lt;script&gt;" in html
     r = load_in_chromium(out, tmp_path)
-    assert r["dialogs"] == [] and r["exceptions"] == [] and r["console_errors"] == [], r
-    assert all(u == out.resolve().as_uri() for u in r["requests"]), r["requests"]
+    assert_inert(r, out)
     dom = r["dom"]
-    assert dom["scripts"] == 0 and dom["imgs"] == 0 and dom["treeLabels"][0] == evil[:19] + "…"
+    assert dom["treeLabels"][0] == evil[:19] + "…"
     assert dom["treeMerges"][-1].split("\t") == ["2", "node-000 + node-002", "not made", f"both touch LongTermMEMORY.md {evil}"]
 
 
 @needs_bwrap
 def test_a_half_written_tree_json_is_pending(tree_run: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(tree_run, run, symlinks=True, ignore=shutil.ignore_patterns("workspace", "corpus", "rollouts"))
+    run = copy_run(tree_run, tmp_path / "run", ignore=shutil.ignore_patterns("workspace", "corpus", "rollouts"))
     (run / "tree.json").write_text('{"nodes": [')
     html = report_command(run, tmp_path / "report.html", False).read_text()
     assert 'id="sec-tree"' in html and "pending: tree.json has no node yet" in html and "no best chosen yet" in html

@@ -28,3 +28,19 @@ def test_missing_and_half_written_files_are_silent(tmp_path, caplog):
     assert caplog.records == []
     half.write_text(json.dumps({"best_pass_at_1": 0.5}))
     assert read_model(half, Scores).best_pass_at_1 == 0.5
+
+
+def test_the_tree_evolve_calls_made_are_the_child_folders_with_a_final_manifest(tmp_path):
+    from ahe.run_folder import RunFolder
+
+    run = RunFolder(tmp_path / "run")
+    assert run.tree_evolve_calls() == 0 and run.iteration(1).tree_evolve_calls() == 0  # no iterations yet
+    for it, i, name in ((1, 1, "manifest.json"), (1, 2, "manifest.json"), (2, 1, "manifest.json"),
+                        (2, 2, "manifest.partial.json")):  # iteration 2's second call was killed before its end
+        (run.iteration(it).tree_child(i) / "evolve").mkdir(parents=True)
+        (run.iteration(it).tree_child(i) / "evolve" / name).write_text("{}")
+    (run.iteration(2).tree / "merge" / "evolve").mkdir(parents=True)  # a merge is no evolve call
+    (run.iteration(2).tree / "merge" / "evolve" / "manifest.json").write_text("{}")
+    assert run.iteration(1).tree_child(2) == run.root / "iterations" / "001" / "tree" / "c2"
+    assert [run.iteration(it).tree_evolve_calls() for it in (1, 2, 3)] == [2, 1, 0]
+    assert run.tree_evolve_calls() == 3

@@ -22,6 +22,7 @@ import yaml
 
 from ahe.demo import write_demo
 from ahe.evolution.tree.archive import load_tree
+from tests.shared_runs import evolved, shared_build
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -51,15 +52,9 @@ def overlap(a: Path, b: Path) -> bool:
 
 @pytest.fixture(scope="module")
 def budget_run(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("tree-budget")
-    cfg = write_demo(d, search="tree")
-    data = yaml.safe_load(cfg.read_text())
-    data["budgets"] = {"max_tokens": {"agent": BUDGET}}
-    cfg.write_text(yaml.safe_dump(data))
-    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(cfg), "--run-dir", str(d / "run"), "-q"],
-                          capture_output=True, text=True, timeout=400, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr
-    return d / "run"
+    """The tree demo under the budget (built once a session, tests/shared_runs.py; read only)."""
+    tail = yaml.safe_dump({"budgets": {"max_tokens": {"agent": BUDGET}}})
+    return shared_build(tmp_path_factory, "tree-budget-58k", lambda d: evolved(d, tail, search="tree")) / "run"
 
 
 def test_the_budget_is_spent_across_branches_and_rounds_and_the_run_ends_with_a_judged_best(budget_run):

@@ -4,7 +4,6 @@ agent and mock models over real HTTP. The archive (tree.json) must survive betwe
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 from ahe.evolution.tree.archive import Node, Tree, load_tree
 from ahe.harness.manifest import ChangeEntry, Manifest
 from ahe.run_folder import RunFolder
+from tests import shared_runs
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -55,11 +55,11 @@ def test_the_digest_lists_what_other_branches_tried_not_what_the_parent_holds():
 
 @pytest.fixture(scope="module")
 def tree_demo(tmp_path_factory) -> subprocess.CompletedProcess:
-    """`ahe demo DIR --search tree`: write_demo(DIR, search="tree"), then `ahe evolve` into DIR/run."""
-    d = tmp_path_factory.mktemp("tree") / "demo"
-    proc = subprocess.run([sys.executable, "-m", "ahe.cli", "demo", str(d), "--search", "tree"],
-                          capture_output=True, text=True, timeout=400, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr
+    """`ahe demo DIR --search tree`: write_demo(DIR, search="tree"), then `ahe evolve` into DIR/run
+    (built once a session, tests/shared_runs.py): what it printed."""
+    d = shared_runs.tree_demo(tmp_path_factory)
+    proc = subprocess.CompletedProcess(["ahe", "demo", str(d), "--search", "tree"], 0,
+                                       (d.parent / "stdout.txt").read_text(), (d.parent / "stderr.txt").read_text())
     assert proc.stdout.strip() == str(d / "run")  # stdout: the run folder only
     return proc
 

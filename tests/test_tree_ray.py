@@ -9,10 +9,8 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from ahe.demo import write_demo
-from tests.ray_support import ray_cluster  # noqa: F401  (fixture)
+from tests.ray_support import ray_cluster, ray_demo  # noqa: F401  (fixture)
 from tests.test_tree_budget_loop import _Run, overlap
 
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(600)]
@@ -21,12 +19,7 @@ pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.timeout(600)]
 def test_a_rounds_children_run_side_by_side_on_a_ray_cluster(ray_cluster, tmp_path):  # noqa: F811
     from ahe.evolution.tree.archive import load_tree
 
-    config = write_demo(tmp_path / "exp", search="tree", iterations=1)
-    data = yaml.safe_load(config.read_text())
-    data.update(executor="ray", ray_address=ray_cluster.address, concurrency=2)
-    config.write_text(yaml.safe_dump(data))
-    pol = tmp_path / "exp" / "policies" / "agent.yaml"
-    pol.write_text(yaml.safe_dump({**yaml.safe_load(pol.read_text()), "latency_sec": 0.5}))
+    config = ray_demo(tmp_path / "exp", ray_cluster.address, search="tree")
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "ahe.cli", "evolve", str(config), "--run-dir", str(run), "-q"],
                           capture_output=True, text=True, timeout=500, env={**os.environ, "RAY_ADDRESS": ""})

@@ -8,24 +8,17 @@ real HTTP, trials in bwrap), two rounds at k=2 so a run takes well under a minut
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import git
 import pytest
 
 from ahe.demo import write_demo
+from tests.shared_runs import ahe, evolved, shared_build
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-
-
-def ahe(*args: str, env: dict | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ahe.cli", *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "COLUMNS": "250", **(env or {})})
 
 
 def tree_json(run: Path) -> dict:
@@ -62,10 +55,8 @@ def judged_best(run: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("ref")
-    proc = ahe("evolve", str(write_demo(d, iterations=2, search="tree")), "--run-dir", str(d / "run"), "-q")
-    assert proc.returncode == 0, proc.stderr
-    return d / "run"
+    """The tree demo in two rounds, never killed (built once a session, tests/shared_runs.py; read only)."""
+    return shared_build(tmp_path_factory, "tree-2-rounds", lambda d: evolved(d, iterations=2, search="tree")) / "run"
 
 
 # ---------------------------------------------------------------------------- 1. resume mid-tree
@@ -144,12 +135,7 @@ def budget_run(tmp_path_factory) -> Path:
     # with one task held out, iteration 1's line rollout spends ~2.9k agent tokens, and the tree prices
     # a child at that: 18k affords round 1's two children and its merge (which cost more: ~2.9k, ~5.2k,
     # ~5.2k), and the rest of the night no more
-    d = tmp_path_factory.mktemp("budget")
-    cfg = write_demo(d, iterations=3, search="tree")
-    cfg.write_text(cfg.read_text() + "holdout: {}\nbudgets:\n  max_tokens: {agent: 18000}\n")
-    proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
-    assert proc.returncode == 0, proc.stderr
-    return d / "run"
+    return held_out_tree(tmp_path_factory, "tree-budget-18k", 3, "budgets:\n  max_tokens: {agent: 18000}\n")
 
 
 def test_a_budget_that_runs_out_still_ends_with_a_judged_best(budget_run):
@@ -170,14 +156,16 @@ def test_a_budget_that_runs_out_still_ends_with_a_judged_best(budget_run):
 
 
 # ---------------------------------------------------------------------------- 4. held-out gains
+def held_out_tree(tmp_path_factory, name: str, iterations: int, tail: str = "") -> Path:
+    """The tree demo with a sealed held-out split (`holdout: {}`) and `tail` appended to its config,
+    built once a session (tests/shared_runs.py; read only)."""
+    return shared_build(tmp_path_factory, name, lambda d: evolved(d, "holdout: {}\n" + tail, iterations=iterations,
+                                                                  search="tree")) / "run"
+
+
 @pytest.fixture(scope="module")
 def holdout_run(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("holdout")
-    cfg = write_demo(d, iterations=2, search="tree")
-    cfg.write_text(cfg.read_text() + "holdout: {}\n")
-    proc = ahe("evolve", str(cfg), "--run-dir", str(d / "run"), "-q")
-    assert proc.returncode == 0, proc.stderr
-    return d / "run"
+    return held_out_tree(tmp_path_factory, "tree-holdout", 2)
 
 
 def _files_naming(root: Path, name: str) -> list[str]:
@@ -217,7 +205,7 @@ def split_held(run: Path) -> list[str]:
     return [held, held]
 
 
-def test_audit_and_report_show_the_tree_run_s_search_and_held_out_gains(holdout_run):
+def test_audit_and_report_show_the_tree_run_s_search_and_held_out_gains(holdout_run, tmp_path):
     run = holdout_run
     r = json.loads((run / "holdout" / "result.json").read_text())
     audit = json.loads(ahe("audit", str(run), "--format", "json").stdout)
@@ -227,6 +215,7 @@ def test_audit_and_report_show_the_tree_run_s_search_and_held_out_gains(holdout_
     assert audit["tree"]["best"] == tree_json(run)["best"]
     table = ahe("audit", str(run)).stdout
     assert "held-out check" in table and "gain on the search split" in table and "Search tree" in table
-    assert ahe("report", str(run)).returncode == 0
-    html = (run / "report.html").read_text()
+    report = tmp_path / "report.html"  # not into the shared run
+    assert ahe("report", str(run), "--out", str(report)).returncode == 0
+    html = report.read_text()
     assert 'data-split="search"' in html and 'data-split="held-out"' in html and "the number to trust" in html

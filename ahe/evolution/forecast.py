@@ -199,14 +199,15 @@ def phase_plan(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None)
     held, tasks = float(held_out_trials(cfg, tasks)), search_tasks(cfg, tasks)
     per = float(tasks * cfg.k)
     one = Interval(low=1, mid=1, high=1)
+    sessions, child, after = children(cfg)
     out: list[tuple[int, str, dict[str, Interval]]] = []
     for it in range(1, cfg.iterations + (2 if cfg.evaluate_final else 1)):
         final = it > cfg.iterations
         out.append((it, "rollout", {"agent": Interval(low=per, mid=per, high=per)}))
         if it >= 2:
             attribution = {"reeval": reeval_range(cfg, tasks, observed_reeval)}
-            if it == cfg.iterations + (1 if cfg.evaluate_final else 0) and children(cfg)[2].high > 0:
-                attribution["agent"] = children(cfg)[2].scale(per)  # the tree's finalists, re-evaluated after the last round
+            if it == cfg.iterations + (1 if cfg.evaluate_final else 0) and after.high > 0:
+                attribution["agent"] = after.scale(per)  # the tree's finalists, re-evaluated after the last round
             out.append((it, "attribution", attribution))
         if final:
             break
@@ -214,7 +215,6 @@ def phase_plan(cfg: ExperimentConfig, tasks: int, observed_reeval: float | None)
             out.append((it, "debug", {"debugger": one.scale(tasks)}))
         if it == 1 and cfg.explore.sources:
             out.append((it, "explore", {"explore": one}))
-        sessions, child, _ = children(cfg)
         evolve = {"evolve": one.scale(sessions)}
         if child.high > 0:
             evolve["agent"] = child.scale(per)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ahe.errors import AheError
 from ahe.evolution.forecast import DEFAULT_SPREAD, RUN_SPREAD_FLOOR, UnitCost, UnitCosts
+from ahe.run_folder import RunFolder
 
 # stated defaults per task kind: tokens of one trial (input, cached, output) and its seconds, plus the
 # other roles' units; orders of magnitude from the paper's TB2 runs, hence the factor-of-three interval
@@ -129,9 +130,10 @@ def run_costs(run: Path) -> UnitCosts:
     work = [s for s in iters if not s.get("final")]
     debugger = _role([s["tokens"].get("debugger", 0) for s in work], [n_tasks if "debug" in s.get("timings_sec", {}) else 0 for s in work],
                      [s.get("timings_sec", {}).get("debug", 0) for s in work], (0.3, 0.1))
+    folder = RunFolder(run)
+
     def sessions(it: int) -> int:  # a tree round's evolve calls are its children's folders; else the variants
-        calls = len(list(run.glob(f"iterations/{it:03d}/tree/c*/evolve/manifest.json")))
-        return calls if exp.get("search") == "tree" else variants
+        return folder.iteration(it).tree_evolve_calls() if exp.get("search") == "tree" else variants
 
     evolve = _role([s["tokens"].get("evolve", 0) for s in work],
                    [sessions(s["iteration"]) if "evolve" in s.get("timings_sec", {}) else 0 for s in work],

@@ -192,6 +192,19 @@ class IterationFolder:
         """Variant n: workspace/ (its own clone), evolve/ (manifest, trajectory), rollouts/, results.json."""
         return self.variants / f"v{n}"
 
+    @property
+    def tree(self) -> Path:
+        """`search: tree` (docs/search.md): one folder per evolve call (c1, c2, …) and merge/."""
+        return self.root / "tree"
+
+    def tree_child(self, i: int) -> Path:
+        """Tree child i: workspace/ (its own clone), evolve/ (the call's manifest), rollouts/, results.json."""
+        return self.tree / f"c{i}"
+
+    def tree_evolve_calls(self) -> int:
+        """The tree's evolve calls finished in this iteration (each child folder's evolve/manifest.json)."""
+        return sum(1 for _ in self.tree.glob("c*/evolve/manifest.json"))
+
     def trial_dir(self, task: str, trial: int) -> Path:
         return self.rollouts / task / f"trial-{trial}"
 
@@ -282,6 +295,10 @@ class RunFolder:
         if not self.iterations_dir.is_dir():
             return []
         return sorted(int(p.name) for p in self.iterations_dir.iterdir() if p.is_dir() and p.name.isdigit())
+
+    def tree_evolve_calls(self) -> int:
+        """The tree's evolve calls finished in the whole run, every iteration's."""
+        return sum(self.iteration(it).tree_evolve_calls() for it in self.iterations())
 
     def looks_like_run(self) -> bool:
         return self.iterations_dir.is_dir() or self.scores_json.exists() or self.loop_state_json.exists()

@@ -26,11 +26,6 @@ if TYPE_CHECKING:
     from ahe.evolution.context import PhaseContext
 
 
-def evolve_calls_made(ctx: "PhaseContext") -> int:
-    root = ctx.run.iterations_dir
-    return sum(1 for _ in root.glob("*/tree/c*/evolve/manifest.json")) if root.is_dir() else 0
-
-
 def held_out_owed(ctx: "PhaseContext") -> int:
     """The held-out trials the run still owes (`holdout:`), read from its split.json: kept free too."""
     from ahe.evolution.holdout import Split, holdout_dir, trials_to_come
@@ -40,7 +35,7 @@ def held_out_owed(ctx: "PhaseContext") -> int:
 
 
 def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
-    """One `Spend` per token or dollar budget of the run (none without budgets)."""
+    """One `Spend` per trial, token or dollar budget of the run (none without budgets)."""
     from ahe.evolution.bill import _measured, count_trials_spent, load_bill
     from ahe.evolution.forecast import Interval
     from ahe.evolution.forecast_build import _role_forecast
@@ -63,7 +58,7 @@ def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
     costs = _measured(ctx.run, bill.costs if bill else None)
     if costs is None:
         return out
-    calls = evolve_calls_made(ctx)
+    calls = ctx.run.tree_evolve_calls()
 
     def unit(field: str, role: str, n: float, one) -> float:
         rf = _role_forecast(cfg, role, Interval.of(n), one, {})

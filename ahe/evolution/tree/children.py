@@ -93,7 +93,7 @@ async def propose(ctx: "PhaseContext", tree: Tree, it: int, i: int, parent: Node
     from ahe.evolution.context import evolve_limits
     from evolve_agent.phase import AgentSpec, build_instruction, known_tasks, run_evolve_phase
 
-    d = ctx.run.iteration(it).root / "tree" / f"c{i}"
+    d = ctx.run.iteration(it).tree_child(i)
     ws, out = d / "workspace", d / "evolve"
     manifest = read_model(out / "manifest.json", Manifest)
     if manifest is not None and manifest.base_commit == parent.commit and manifest.head_commit and (ws / ".git").is_dir():
@@ -150,7 +150,7 @@ def adopt_child(ctx: "PhaseContext", tree: Tree, it: int, p: Proposal, results: 
 def recorded(ctx: "PhaseContext", tree: Tree, it: int, i: int, child: str | None) -> Made:
     """A child a resumed round made before the kill: its node and the usage it spent (read back from
     its folder, so the round's tokens — and the budgets — count it once, as if never killed)."""
-    d = ctx.run.iteration(it).root / "tree" / f"c{i}"
+    d = ctx.run.iteration(it).tree_child(i)
     manifest = read_model(d / "evolve" / "manifest.json", Manifest)
     results = read_model(d / "results.json", RunResults) if child else None
     return Made(node=tree.node(child) if child else None, evolve=Usage.model_validate(manifest.usage or {}) if manifest else Usage(),

@@ -53,7 +53,7 @@ async def try_merge(ctx: "PhaseContext", tree: Tree, it: int) -> Made | None:
 
     done = next((m for m in tree.merges if m.iteration == it), None)
     if done is not None:  # a resumed round: the merge's trials are counted again, never run again
-        results = read_model(ctx.run.iteration(it).root / "tree" / "merge" / "results.json", RunResults) if done.node else None
+        results = read_model(ctx.run.iteration(it).tree / "merge" / "results.json", RunResults) if done.node else None
         return Made(node=tree.node(done.node) if done.node else None, rollouts=results.usage if results else Usage())
     pairs = candidates(tree)
     if not pairs:
@@ -67,7 +67,7 @@ async def try_merge(ctx: "PhaseContext", tree: Tree, it: int) -> Made | None:
         tree.merges.append(MergeRecord(iteration=it, parts=parts, reason=f"not merged: both sides change {', '.join(both)} "
                                        f"({', '.join(e.id for e in mine)} vs {', '.join(e.id for e in theirs)})"))
         return Made(node=None)
-    d = ctx.run.iteration(it).root / "tree" / "merge"
+    d = ctx.run.iteration(it).tree / "merge"
     ws = d / "workspace"
     repo = _made_before(ws, base, other)
     if repo is None:  # not merged yet: a fresh clone, and no results of another commit left behind
