@@ -14,6 +14,7 @@ import yaml
 from ahe.config import ExperimentConfig
 from ahe.evolution.bill import budget_ahead, load_bill
 from ahe.run_folder import IterationScore, RunFolder, Scores
+from tests.shared_runs import shared_build
 
 AHE = str(Path(sys.executable).parent / "ahe")
 PRICE = {"input": 2.0, "output": 8.0, "cached_input": 0.5}
@@ -38,15 +39,19 @@ def _evolve(config: Path, run: Path, *extra: str, quiet: bool = True) -> subproc
     return out
 
 
+def _two_runs(tmp: Path) -> None:
+    config = _demo(tmp, "demo")
+    _evolve(config, tmp / "run-a")
+    out = _evolve(config, tmp / "run-b", "--from", str(tmp / "run-a"), quiet=False)
+    (tmp / "run-b.stderr").write_text(out.stderr)
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    """Run A with the stated defaults; run B of the same config forecast from A (`--from A`)."""
-    tmp = tmp_path_factory.mktemp("bill")
-    config = _demo(tmp, "demo")
-    a, b = tmp / "run-a", tmp / "run-b"
-    _evolve(config, a)
-    out = _evolve(config, b, "--from", str(a), quiet=False)
-    return config, a, b, out.stderr
+    """Run A with the stated defaults; run B of the same config forecast from A (`--from A`), and what B
+    printed. Built once a session for every worker (tests/shared_runs.py); read only."""
+    tmp = shared_build(tmp_path_factory, "bill-two-runs", _two_runs)
+    return tmp / "demo" / "config.yaml", tmp / "run-a", tmp / "run-b", (tmp / "run-b.stderr").read_text()
 
 
 def test_each_phase_records_spent_and_projection(two_runs):
@@ -85,7 +90,7 @@ def test_each_phase_records_spent_and_projection(two_runs):
     assert len(lines) == len(bill.entries) and "of" in lines[0] and "finish ~" in lines[0] and "$" in lines[0]
 
 
-def test_forecast_against_actual_in_audit_and_report(two_runs):
+def test_forecast_against_actual_in_audit_and_report(two_runs, tmp_path):
     _, _, run, _ = two_runs
     bill = load_bill(RunFolder(run))
     check = {c.quantity: c for c in bill.check}
@@ -104,8 +109,9 @@ def test_forecast_against_actual_in_audit_and_report(two_runs):
     assert "Forecast at the start (run:" in text and "| tokens:total |" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| tokens:total |"))
     assert f"{check['tokens:total'].actual:,.0f}" in row and row.rstrip().endswith("| yes |")
-    subprocess.run([AHE, "report", str(run)], capture_output=True, text=True, check=True)
-    html = (run / "report.html").read_text()
+    subprocess.run([AHE, "report", str(run), "--out", str(tmp_path / "report.html")], capture_output=True, text=True,
+                   check=True)  # not into the shared run
+    html = (tmp_path / "report.html").read_text()
     assert 'id="bill-table"' in html and "tokens:total" in html and f"{check['tokens:total'].actual:,.0f}" in html
 
 
