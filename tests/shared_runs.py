@@ -10,6 +10,7 @@ returns is read-only to the tests: one that changes a run copies it first (`copy
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -54,6 +55,23 @@ def copy_run(run: Path, dest: Path, **kw) -> Path:
 def ahe(*args: str, env: dict | None = None, timeout: float = 400) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ahe.cli", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=REPO, env={**os.environ, "COLUMNS": "250", **(env or {})})
+
+
+def tree_json(run: Path) -> dict:
+    return json.loads((run / "tree.json").read_text())
+
+
+def judged_best(run: Path) -> dict:
+    """The tree's `best` node, after checking it was judged: evaluated, with an interval, tagged, in scores.json."""
+    import git
+
+    t = tree_json(run)
+    best = next(n for n in t["nodes"] if n["id"] == t["best"])
+    assert best["n_trials"] > 0 and "estimated pass@1" in t["best_reason"] and "[" in t["best_reason"]
+    assert git.Repo(run / "workspace").commit("best").hexsha == best["commit"]
+    scores = json.loads((run / "scores.json").read_text())
+    assert scores["best_commit"] == best["commit"]
+    return best
 
 
 def evolved(folder: Path, yaml_tail: str = "", **demo) -> None:

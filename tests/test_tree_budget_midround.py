@@ -24,8 +24,7 @@ import pytest
 import yaml
 
 from ahe.demo import STRICT_NOTE, write_demo
-from tests.shared_runs import ahe
-from tests.test_tree_resume import judged_best, tree_json
+from tests.shared_runs import ahe, judged_best, tree_json
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 

@@ -16,13 +16,9 @@ import git
 import pytest
 
 from ahe.demo import write_demo
-from tests.shared_runs import ahe, evolved, shared_build
+from tests.shared_runs import ahe, evolved, judged_best, shared_build, tree_json
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
-
-
-def tree_json(run: Path) -> dict:
-    return json.loads((run / "tree.json").read_text())
 
 
 def shape(run: Path) -> dict:
@@ -41,16 +37,6 @@ def trial_results(run: Path) -> dict[Path, str]:
 def evolve_calls(run: Path) -> dict[Path, int]:
     """Every evolve call's transcript (the tree's children and the line's), by its write time."""
     return {p: p.stat().st_mtime_ns for p in run.glob("iterations/*/**/evolve/trajectory.json") if "workspace" not in p.parts}
-
-
-def judged_best(run: Path) -> dict:
-    t = tree_json(run)
-    best = next(n for n in t["nodes"] if n["id"] == t["best"])
-    assert best["n_trials"] > 0 and "estimated pass@1" in t["best_reason"] and "[" in t["best_reason"]
-    assert git.Repo(run / "workspace").commit("best").hexsha == best["commit"]
-    scores = json.loads((run / "scores.json").read_text())
-    assert scores["best_commit"] == best["commit"]
-    return best
 
 
 @pytest.fixture(scope="module")
