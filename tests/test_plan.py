@@ -35,7 +35,8 @@ def _init(tmp_path: Path, n: int) -> Path:
 def test_plan_89_tasks_k2_ten_iterations_is_fast(tmp_path):
     config = _init(tmp_path, 89)
     cfg = yaml.safe_load(config.read_text())
-    assert (cfg["k"], cfg["iterations"], cfg["search"], cfg["tree"]["rule"]) == (2, 10, "tree", "ei")  # the winner on the suites
+    # line: the measured winner among the shipped strategies (docs/search.md: the product's tree at equal budget gets ~half)
+    assert (cfg["k"], cfg["iterations"], cfg["search"]) == (2, 10, "line") and "tree" not in cfg
     t0 = time.monotonic()
     out = subprocess.run([AHE, "plan", str(config)], capture_output=True, text=True)
     took = time.monotonic() - t0
@@ -44,7 +45,7 @@ def test_plan_89_tasks_k2_ten_iterations_is_fast(tmp_path):
     text = out.stdout
     assert "= 1958 rollout (89 tasks × k=2 × 11)" in text  # 89 × 2 × 11 rollouts (10 iterations + the final one) ...
     assert "re-evaluation" in text  # ... plus expected-value's re-evaluation range
-    assert "+ 3916 child" in text  # ... and the tree's: 10 rounds × width 2 × 178 + 2 finalists × 178
+    assert "child" not in text  # a line makes no tree children
     assert "no price" in text and "wall clock:" in text and "total tokens:" in text
     js = json.loads(subprocess.run([AHE, "plan", str(config), "--json"], capture_output=True, text=True, check=True).stdout)
     assert js["trials"]["rollout"] == 1958 and js["trials"]["reeval"]["high"] == 10 * 178  # ceiling 2 × share 0.5
