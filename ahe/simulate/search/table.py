@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ahe.simulate.metrics import interval
 
-STRATS = ("line", "tree-ei", "tree-ts", "tree-mix", "tree-drop")
+STRATS = ("line", "tree-ei", "tree-ts", "tree-mix", "tree-drop", "tree-product")
 
 
 def _budgets(rows: list[dict]) -> list[int]:
