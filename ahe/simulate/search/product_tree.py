@@ -44,7 +44,7 @@ from ahe.evolution.evidence import Counts, fit_prior
 from ahe.evolution.expected_value import CLUTTER, PRIOR_PRECISION, UNNAMED_CAP, UNNAMED_MOVES, keep_bar, task_effect
 from ahe.evolution.tree.archive import Node as ArchiveNode
 from ahe.evolution.tree_budget import Spend, allocate
-from ahe.evolution.tree_choice import choose_expansions, finalists, prunable
+from ahe.evolution.tree_choice import TreeNode, choose_expansions, finalists, prunable
 from ahe.simulate.search.tree import Proposer
 
 
@@ -61,9 +61,10 @@ class ProductSettings(BaseModel):
     # diagnostics (docs/search.md): one knob at a time towards the simulator's tree-ei; the product is all off
     eval_share: float = Field(default=1.0, gt=0, le=1, description="a child's round: its named tasks and this share of the others")
     child_verdict: bool = Field(default=False, description="judge every child by the expected-value rule on its own round (rejected: pruned)")
+    per_task: bool = Field(default=False, description="estimates per task, a child inheriting its parent's (TreeSearch.posteriors, tree-ei's 40 / 1)")
 
 
-@dataclass
+@dataclass(eq=False)
 class PNode:
     arch: ArchiveNode  # the product's node: counts, pruned, exhausted, kind (estimate() and choice() are the product's)
     markers: frozenset
@@ -134,6 +135,33 @@ class ProductTree:
     def node(self, nid: str) -> PNode:
         return self.nodes[int(nid.split("-")[1])]
 
+    def estimates(self) -> list[tuple[float, float]]:
+        """Per node (mean, sd): the archive's pooled Beta; diagnostic `per_task`: TreeSearch's per-task posterior."""
+        if not self.cfg.per_task:
+            return [n.arch.estimate() for n in self.nodes]
+        ab, out, t = [], [], len(self.tasks)
+        for nd in self.nodes:
+            if nd.arch.parent is None:
+                a0 = b0 = np.full(t, 0.5)
+            else:
+                pa, pb = ab[int(nd.arch.parent.split("-")[1])]
+                named = np.array([x in nd.named for x in self.tasks])
+                scale = np.minimum(1.0, np.where(named, 1.0, 40.0) / (pa + pb))
+                a0, b0 = scale * pa + 0.05, scale * pb + 0.05
+            a, b = a0 + nd.s, b0 + nd.n - nd.s
+            ab.append((a, b))
+            out.append((float((a / (a + b)).mean()), float(math.sqrt((a * b / ((a + b) ** 2 * (a + b + 1))).sum()) / t)))
+        return out
+
+    def choices(self, nodes: list[PNode] | None = None) -> list[TreeNode]:
+        """The archive as `tree_choice` reads it (Node.choice, with `estimates()`)."""
+        est = self.estimates()
+        pick = lambda n: est[int(n.arch.id.split("-")[1])]  # noqa: E731
+        return [n.arch.choice().model_copy(update={"mean": pick(n)[0], "sd": pick(n)[1]}) for n in (self.nodes if nodes is None else nodes)]
+
+    def _key(self, est):
+        return lambda n: (est[int(n.arch.id.split("-")[1])][0], n.arch.n_trials, [-ord(c) for c in n.arch.id])
+
     # -------------------------------------------------------------- the loop's attribution
     def p_above(self, after: PNode, before: PNode, new: set[str], loop: bool = True) -> float:
         """TreeSearch.p_above's rule: per task both sides ran, the spike-and-slab effect (prior P(moved): a
@@ -169,7 +197,7 @@ class ProductTree:
             return self.cfg.width, True
         spend = Spend(unit="trials+calls", left=budget - self.cost, evolve_call=self.cfg.call_price,
                       evaluation=float(self._child_round()), reserve=float(self.rnd))
-        alloc = allocate([n.arch.choice().model_copy(update={"stopped": False}) for n in self.nodes], [spend],
+        alloc = allocate([c.model_copy(update={"stopped": False}) for c in self.choices()], [spend],
                          width=self.cfg.width, rounds_left=iterations - it + 1, stop_share=self.cfg.stop_share)
         for n in self.nodes:
             n.arch.stopped = "budget" if n.arch.id in alloc.stopped else None
@@ -180,13 +208,13 @@ class ProductTree:
 
     def expand(self, it: int, iterations: int, head: PNode, propose: Proposer, budget: float | None) -> PNode | None:
         """One `TreeSearch.expand`: the line's next node, or None when the budget affords no child."""
-        evaluated = [n.arch for n in self.nodes if n.arch.n_trials > 0]
-        for nid in sorted(prunable([a.choice() for a in evaluated], z=self.cfg.prune_z) - {head.arch.id}):
+        evaluated = [n for n in self.nodes if n.arch.n_trials > 0]
+        for nid in sorted(prunable(self.choices(evaluated), z=self.cfg.prune_z) - {head.arch.id}):
             self.node(nid).arch.pruned = True
         slots, merge_fits = self._slots(it, iterations, budget)
         if slots == 0:
             return None
-        picks = choose_expansions([n.arch.choice() for n in self.nodes], slots, random.Random(self.cfg.seed * 1000 + it), rule="ei")
+        picks = choose_expansions(self.choices(), slots, random.Random(self.cfg.seed * 1000 + it), rule="ei")
         todo = []
         for pid in picks:  # the evolve calls one after the other (a parent exhausted by an earlier call is still called)
             parent = self.node(pid)
@@ -207,7 +235,7 @@ class ProductTree:
             if made is not None:
                 new.append(made)
         pool = new or [n for n in self.nodes if not n.arch.pruned and (n.arch.n_trials > 0 or n.arch.kind == "rollback")] or self.nodes
-        return max(pool, key=lambda n: (n.arch.estimate()[0], n.arch.n_trials, [-ord(c) for c in n.arch.id]))
+        return max(pool, key=self._key(self.estimates()))
 
     def _child_eval(self, kid: PNode) -> None:
         if self.cfg.eval_share >= 1:
@@ -224,16 +252,17 @@ class ProductTree:
     def _merge(self) -> PNode | None:
         """merge.candidates' first pair, merged (distinct files) into a child of the better one, evaluated."""
         nodes = [n for n in self.nodes if n.arch.n_trials > 0 and n.arch.kind != "rollback" and not n.arch.pruned]
-        pairs = []
+        pairs, est = [], self.estimates()
+        mean = lambda n: est[int(n.arch.id.split("-")[1])][0]  # noqa: E731
         for i, a in enumerate(nodes):
             for b in nodes[i + 1:]:
                 if frozenset((a.arch.id, b.arch.id)) in self.tried or not (a.markers - b.markers) or not (b.markers - a.markers):
                     continue
-                base, other = (a, b) if a.arch.estimate()[0] >= b.arch.estimate()[0] else (b, a)
+                base, other = (a, b) if mean(a) >= mean(b) else (b, a)
                 pairs.append((base, other))
         if not pairs:
             return None
-        base, other = min(pairs, key=lambda p: (-(p[0].arch.estimate()[0] + p[1].arch.estimate()[0]), p[0].arch.id, p[1].arch.id))
+        base, other = min(pairs, key=lambda p: (-(mean(p[0]) + mean(p[1])), p[0].arch.id, p[1].arch.id))
         self.tried.add(frozenset((base.arch.id, other.arch.id)))
         gone = self._rolled_back_on(base) | self._rolled_back_on(other)  # git's three-way merge keeps a revert
         kid = self.add(base, (base.markers | other.markers) - gone, "merge",
@@ -268,12 +297,12 @@ class ProductTree:
 
     def _finish(self, reason: str, budget: float | None, it: int) -> ProductResult:
         pool = [n for n in self.nodes if n.arch.n_trials > 0 or n.arch.kind == "rollback"]
-        fin = finalists([n.arch.choice() for n in pool], self.cfg.finalists)
+        fin = finalists(self.choices(pool), self.cfg.finalists)
         if reason != "budget":
             for nid in fin:  # a round each, when it fits (finish._round_fits: the budget, if any)
                 if budget is None or self.cost + self.rnd <= budget:
                     self.evaluate(self.node(nid))
         judged = [self.node(i) for i in fin if self.node(i).arch.n_trials > 0] or [n for n in self.nodes if n.arch.n_trials > 0]
-        best = max(judged, key=lambda n: (n.arch.estimate()[0], n.arch.n_trials, [-ord(c) for c in n.arch.id]))
+        best = max(judged, key=self._key(self.estimates()))
         return ProductResult(markers=best.markers, trials=self.spent, expansions=self.calls, cost=self.cost, nodes=self.nodes,
                              iterations=it, rollbacks=self.rollbacks, reason=reason)
