@@ -61,6 +61,7 @@ class ProductSettings(BaseModel):
     # diagnostics (docs/search.md): one knob at a time towards the simulator's tree-ei; the product is all off
     eval_share: float = Field(default=1.0, gt=0, le=1, description="a child's round: its named tasks and this share of the others")
     child_verdict: bool = Field(default=False, description="judge every child by the expected-value rule on its own round (rejected: pruned)")
+    line_round: bool = Field(default=True, description="the loop's full round on the line's harness each iteration, with its attribution")
     per_task: bool = Field(default=False, description="estimates per task, a child inheriting its parent's (TreeSearch.posteriors, tree-ei's 40 / 1)")
 
 
@@ -292,7 +293,7 @@ class ProductTree:
             if budget is not None and self.cost + self.rnd > budget:  # the loop's budget check (kept free: never binds)
                 reason = "budget"
                 break
-            head, prev = self.line_round(line, prev, head), line  # iteration it + 1's rollout (after the last: the final one)
+            head, prev = (self.line_round(line, prev, head) if self.cfg.line_round else line), line  # iteration it + 1's rollout
         return self._finish(reason, budget, it)
 
     def _finish(self, reason: str, budget: float | None, it: int) -> ProductResult:
@@ -306,3 +307,38 @@ class ProductTree:
         best = max(judged, key=self._key(self.estimates()))
         return ProductResult(markers=best.markers, trials=self.spent, expansions=self.calls, cost=self.cost, nodes=self.nodes,
                              iterations=it, rollbacks=self.rollbacks, reason=reason)
+
+
+# -------------------------------------------------------------- the diagnostic (docs/search.md; development seeds)
+VARIANTS = {  # one knob at a time towards the simulator's tree-ei, then all four; `planned`: iterations the budget affords at width 2
+    "product": {}, "named+5%": {"eval_share": 0.05}, "child-verdict": {"child_verdict": True}, "per-task": {"per_task": True},
+    "no-line-round": {"line_round": False}, "all-four": {"eval_share": 0.05, "child_verdict": True, "per_task": True, "line_round": False},
+    "planned": {}, "all-four+planned": {"eval_share": 0.05, "child_verdict": True, "per_task": True, "line_round": False},
+}
+
+
+def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ...] = (1, 2)) -> str:
+    """`python -c "from ahe.simulate.search.product_tree import diagnose; print(diagnose())"`: per tree world and
+    budget, each variant's gain minus line's (paired over `seeds`, mean and 95 % interval), as a markdown table."""
+    from ahe.simulate.metrics import interval
+    from ahe.simulate.search.compare import LINE, PRICE, load_worlds
+    from ahe.simulate.search.tree import TreeSearch
+    from ahe.simulate.search.tree_world import make_tree_world
+
+    lines = ["| world | budget | " + " | ".join(VARIANTS) + " |", "|---|---|" + "---|" * len(VARIANTS)]
+    for _, sc in load_worlds(which):
+        for mult in mults:
+            diffs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            for seed in seeds:
+                w = make_tree_world(sc, seed)
+                propose = lambda m, nth, step, w=w: [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in w.propose(m, nth)]  # noqa: E731
+                calls, rnd, s0 = sc.iterations * mult, sc.k * len(w.base), w.pass_at_1(set())
+                r = TreeSearch(w.p, list(w.base), sc.k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
+                budget, line = r.trials + PRICE * r.expansions, w.pass_at_1(set(r.markers)) - s0
+                for v, knobs in VARIANTS.items():
+                    its = max(1, int((budget - rnd) // (4 * rnd + 2 * PRICE))) if v.endswith("planned") else calls
+                    res = ProductTree(w.p, list(w.base), sc.k, f"{seed}:tree-ei", ProductSettings(call_price=PRICE, **knobs)).run(propose, budget, its)
+                    diffs[v].append(w.pass_at_1(set(res.markers)) - s0 - line)
+            cells = ["{:+.3f} [{:+.3f}, {:+.3f}]".format(*interval(d)) for d in diffs.values()]
+            lines.append(f"| {sc.name} | {mult}x | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
