@@ -62,6 +62,7 @@ class ProductSettings(BaseModel):
     eval_share: float = Field(default=1.0, gt=0, le=1, description="a child's round: its named tasks and this share of the others")
     child_verdict: bool = Field(default=False, description="judge every child by the expected-value rule on its own round (rejected: pruned)")
     line_round: bool = Field(default=True, description="the loop's full round on the line's harness each iteration, with its attribution")
+    spread: bool = Field(default=True, description="allocate spreads the affordable children over the rounds left of `iterations`")
     per_task: bool = Field(default=False, description="estimates per task, a child inheriting its parent's (TreeSearch.posteriors, tree-ei's 40 / 1)")
 
 
@@ -199,7 +200,7 @@ class ProductTree:
         spend = Spend(unit="trials+calls", left=budget - self.cost, evolve_call=self.cfg.call_price,
                       evaluation=float(self._child_round()), reserve=float(self.rnd))
         alloc = allocate([c.model_copy(update={"stopped": False}) for c in self.choices()], [spend],
-                         width=self.cfg.width, rounds_left=iterations - it + 1, stop_share=self.cfg.stop_share)
+                         width=self.cfg.width, rounds_left=iterations - it + 1 if self.cfg.spread else 1, stop_share=self.cfg.stop_share)
         for n in self.nodes:
             n.arch.stopped = "budget" if n.arch.id in alloc.stopped else None
         return alloc.slots, alloc.merge
@@ -314,10 +315,12 @@ VARIANTS = {  # one knob at a time towards the simulator's tree-ei, then all fou
     "product": {}, "named+5%": {"eval_share": 0.05}, "child-verdict": {"child_verdict": True}, "per-task": {"per_task": True},
     "no-line-round": {"line_round": False}, "all-four": {"eval_share": 0.05, "child_verdict": True, "per_task": True, "line_round": False},
     "planned": {}, "all-four+planned": {"eval_share": 0.05, "child_verdict": True, "per_task": True, "line_round": False},
+    # `unspread`: no iteration cap (400) and allocate not spreading the children over the rounds left: the budget ends the run
+    "unspread": {"spread": False}, "all-four+unspread": {"eval_share": 0.05, "child_verdict": True, "per_task": True, "line_round": False, "spread": False},
 }
 
 
-def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ...] = (1, 2)) -> str:
+def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ...] = (1, 2), variants: tuple[str, ...] = tuple(VARIANTS)) -> str:
     """`python -c "from ahe.simulate.search.product_tree import diagnose; print(diagnose())"`: per tree world and
     budget, each variant's gain minus line's (paired over `seeds`, mean and 95 % interval), as a markdown table."""
     from ahe.simulate.metrics import interval
@@ -325,18 +328,19 @@ def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ..
     from ahe.simulate.search.tree import TreeSearch
     from ahe.simulate.search.tree_world import make_tree_world
 
-    lines = ["| world | budget | " + " | ".join(VARIANTS) + " |", "|---|---|" + "---|" * len(VARIANTS)]
+    lines = ["| world | budget | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
     for _, sc in load_worlds(which):
         for mult in mults:
-            diffs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            diffs: dict[str, list[float]] = {v: [] for v in variants}
             for seed in seeds:
                 w = make_tree_world(sc, seed)
                 propose = lambda m, nth, step, w=w: [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in w.propose(m, nth)]  # noqa: E731
                 calls, rnd, s0 = sc.iterations * mult, sc.k * len(w.base), w.pass_at_1(set())
                 r = TreeSearch(w.p, list(w.base), sc.k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
                 budget, line = r.trials + PRICE * r.expansions, w.pass_at_1(set(r.markers)) - s0
-                for v, knobs in VARIANTS.items():
-                    its = max(1, int((budget - rnd) // (4 * rnd + 2 * PRICE))) if v.endswith("planned") else calls
+                for v in variants:
+                    knobs = VARIANTS[v]
+                    its = max(1, int((budget - rnd) // (4 * rnd + 2 * PRICE))) if v.endswith("planned") else 400 if v.endswith("unspread") else calls
                     res = ProductTree(w.p, list(w.base), sc.k, f"{seed}:tree-ei", ProductSettings(call_price=PRICE, **knobs)).run(propose, budget, its)
                     diffs[v].append(w.pass_at_1(set(res.markers)) - s0 - line)
             cells = ["{:+.3f} [{:+.3f}, {:+.3f}]".format(*interval(d)) for d in diffs.values()]
