@@ -29,6 +29,7 @@ import yaml
 
 from ahe.evolution.forecast_sources import DEFAULTS
 from ahe.simulate.scenario import Scenario
+from ahe.simulate.search.product_tree import ProductSettings, ProductTree
 from ahe.simulate.search.tree import TreeSearch, TreeSettings
 from ahe.simulate.search.tree_world import TreeScenario, make_tree_world
 
@@ -46,7 +47,9 @@ STRATEGIES = {
     "tree-drop": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE, drop_every=5),
 }
 # tree-drop draws tree-ei's samples (a harness evaluated by both sees the same trials): the two are paired
-SAMPLES = {"tree-drop": "tree-ei"}
+SAMPLES = {"tree-drop": "tree-ei", "tree-product": "tree-ei"}
+# the product's own `search: tree` (ahe.evolution.tree) mirrored: the same iterations as line and line's spend as its budget
+PRODUCT = {"tree-product": ProductSettings(call_price=PRICE)}
 # measured on 7 Dec (docs/search.md) and no longer run by `ahe simulate --search`: Thompson, and EI then Thompson
 EARLIER = {
     "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
@@ -119,6 +122,10 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
                 propose, line["cost"], max_calls=None if kind == "tree" else STREAM * sc.iterations)
             row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
                                       "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned}
+        for name, pcfg in PRODUCT.items():
+            r = ProductTree(world.p, list(world.base), sc.k, f"{seed}:{SAMPLES.get(name, name)}", pcfg).run(propose, line["cost"], calls)
+            row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
+                                      "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned, "rollbacks": r.rollbacks}
     shutil.rmtree(base, ignore_errors=True)
     return row
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ahe.simulate.metrics import interval
 
-STRATS = ("line", "tree-ei", "tree-ts", "tree-mix", "tree-drop")
+STRATS = ("line", "tree-ei", "tree-ts", "tree-mix", "tree-drop", "tree-product")
 
 
 def _budgets(rows: list[dict]) -> list[int]:
@@ -61,7 +61,7 @@ def increments(rows: list[dict]) -> list[dict]:
             def inc(s: str) -> list[float]:
                 return [r[f"{s}@{hi}x"]["gain"] - r[f"{s}@{lo}x"]["gain"] for r in rs]
             line = inc("line")
-            row = {"world": w, "step": f"{lo}x→{hi}x", "line": interval(line), "line_flat": interval(line)[1] <= 0}
+            row = {"world": w, "step": f"{lo}x→{hi}x", "line": interval(line), "line_flat": bool(interval(line)[1] <= 0)}
             for s in strats[1:]:
                 mine = inc(s)
                 row[s] = interval(mine)
