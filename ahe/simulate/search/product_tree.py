@@ -32,7 +32,6 @@ the same trials. Where the product is ambiguous here, the choice is written at t
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from dataclasses import dataclass, field
@@ -41,11 +40,19 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ahe.evolution.evidence import Counts, fit_prior
-from ahe.evolution.expected_value import CLUTTER, PRIOR_PRECISION, UNNAMED_CAP, UNNAMED_MOVES, keep_bar, task_effect
+from ahe.evolution.expected_value import keep_bar
 from ahe.evolution.tree.archive import Node as ArchiveNode
 from ahe.evolution.tree_budget import Spend, allocate
 from ahe.evolution.tree_choice import TreeNode, choose_expansions, finalists, prunable
-from ahe.simulate.search.tree import Proposer
+from ahe.simulate.search.tree import Proposer, TreeSettings, keyed_rng, p_above_clutter
+
+
+def _index(node_id: str) -> int:
+    """node-NNN's place in the archive (nodes are numbered in the order they are added)."""
+    return int(node_id.split("-")[1])
+
+
+INHERIT = TreeSettings()  # diagnostic `per_task`: TreeSearch's inheritance (its defaults, 40 trials unnamed, 1 named)
 
 
 class ProductSettings(BaseModel):
@@ -119,8 +126,7 @@ class ProductTree:
         probs = np.array([self.p(t, set(nd.markers)) if on else 0.0 for t, on in zip(self.tasks, which)])
         e = self.evals.get(nd.markers, 0)
         self.evals[nd.markers] = e + 1
-        h = hashlib.blake2b(":".join(map(str, (self.key, ",".join(sorted(nd.markers)), e))).encode(), digest_size=8).digest()
-        s = np.random.default_rng(int.from_bytes(h, "little")).binomial(self.k, probs) * which
+        s = keyed_rng(self.key, ",".join(sorted(nd.markers)), e).binomial(self.k, probs) * which
         nd.s, nd.n = nd.s + s, nd.n + self.k * which
         if loop:
             nd.ls, nd.ln = nd.ls + s, nd.ln + self.k * which
@@ -135,7 +141,7 @@ class ProductTree:
         return nd
 
     def node(self, nid: str) -> PNode:
-        return self.nodes[int(nid.split("-")[1])]
+        return self.nodes[_index(nid)]
 
     def estimates(self) -> list[tuple[float, float]]:
         """Per node (mean, sd): the archive's pooled Beta; diagnostic `per_task`: TreeSearch's per-task posterior."""
@@ -146,9 +152,9 @@ class ProductTree:
             if nd.arch.parent is None:
                 a0 = b0 = np.full(t, 0.5)
             else:
-                pa, pb = ab[int(nd.arch.parent.split("-")[1])]
+                pa, pb = ab[_index(nd.arch.parent)]
                 named = np.array([x in nd.named for x in self.tasks])
-                scale = np.minimum(1.0, np.where(named, 1.0, 40.0) / (pa + pb))
+                scale = np.minimum(1.0, np.where(named, INHERIT.inherit_named, INHERIT.inherit) / (pa + pb))
                 a0, b0 = scale * pa + 0.05, scale * pb + 0.05
             a, b = a0 + nd.s, b0 + nd.n - nd.s
             ab.append((a, b))
@@ -158,26 +164,21 @@ class ProductTree:
     def choices(self, nodes: list[PNode] | None = None) -> list[TreeNode]:
         """The archive as `tree_choice` reads it (Node.choice, with `estimates()`)."""
         est = self.estimates()
-        pick = lambda n: est[int(n.arch.id.split("-")[1])]  # noqa: E731
+        pick = lambda n: est[_index(n.arch.id)]  # noqa: E731
         return [n.arch.choice().model_copy(update={"mean": pick(n)[0], "sd": pick(n)[1]}) for n in (self.nodes if nodes is None else nodes)]
 
     def _key(self, est):
-        return lambda n: (est[int(n.arch.id.split("-")[1])][0], n.arch.n_trials, [-ord(c) for c in n.arch.id])
+        return lambda n: (est[_index(n.arch.id)][0], n.arch.n_trials, [-ord(c) for c in n.arch.id])
 
     # -------------------------------------------------------------- the loop's attribution
     def p_above(self, after: PNode, before: PNode, new: set[str], loop: bool = True) -> float:
         """TreeSearch.p_above's rule: per task both sides ran, the spike-and-slab effect (prior P(moved): a
         task the new changes name 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); P(> the clutter cost)."""
-        t = len(self.tasks)
         named = {x for u in new for x in self.named_of.get(u, [])}
         (sa, na), (sb, nb) = ((after.ls, after.ln), (before.ls, before.ln)) if loop else ((after.s, after.n), (before.s, before.n))
-        pa, pb = PRIOR_PRECISION
-        mean = var = 0.0
-        for i in np.flatnonzero((na > 0) & (nb > 0)):
-            pi = pa / (pa + pb) if self.tasks[i] in named else min(UNNAMED_MOVES / t, UNNAMED_CAP)
-            te = task_effect(self.tasks[i], Counts(int(sb[i]), int(nb[i])), Counts(int(sa[i]), int(na[i])), self.prior, pi)
-            mean, var = mean + te.mean / t, var + te.var / t ** 2
-        return 0.5 * (1 + math.erf((mean - CLUTTER / t) / math.sqrt(2 * max(var, 1e-18))))
+        looks = ((int(i), Counts(int(sb[i]), int(nb[i])), Counts(int(sa[i]), int(na[i])), self.tasks[i] in named)
+                 for i in np.flatnonzero((na > 0) & (nb > 0)))
+        return p_above_clutter(self.tasks, looks, self.prior)
 
     def line_round(self, line: PNode, prev: PNode | None, head: PNode | None) -> PNode:
         """The loop's rollout on the line, then the attribution of the changes the line holds and the head
@@ -243,8 +244,7 @@ class ProductTree:
         if self.cfg.eval_share >= 1:
             self.evaluate(kid)
         else:  # diagnostic: named tasks and a share of the others (no inheritance: the archive's pooled estimate)
-            h = hashlib.blake2b(f"{self.key}:sample:{kid.arch.id}".encode(), digest_size=8).digest()
-            sample = np.random.default_rng(int.from_bytes(h, "little")).random(len(self.tasks)) < self.cfg.eval_share
+            sample = keyed_rng(self.key, "sample", kid.arch.id).random(len(self.tasks)) < self.cfg.eval_share
             self.evaluate(kid, which=sample | np.array([t in kid.named for t in self.tasks]))
         if self.cfg.child_verdict:  # diagnostic: the child judged against its parent on every trial both hold
             parent = self.node(kid.arch.parent)
@@ -255,7 +255,7 @@ class ProductTree:
         """merge.candidates' first pair, merged (distinct files) into a child of the better one, evaluated."""
         nodes = [n for n in self.nodes if n.arch.n_trials > 0 and n.arch.kind != "rollback" and not n.arch.pruned]
         pairs, est = [], self.estimates()
-        mean = lambda n: est[int(n.arch.id.split("-")[1])][0]  # noqa: E731
+        mean = lambda n: est[_index(n.arch.id)][0]  # noqa: E731
         for i, a in enumerate(nodes):
             for b in nodes[i + 1:]:
                 if frozenset((a.arch.id, b.arch.id)) in self.tried or not (a.markers - b.markers) or not (b.markers - a.markers):

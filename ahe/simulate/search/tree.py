@@ -53,6 +53,27 @@ def component_of(uid: str) -> str:
     return COMPONENTS[hashlib.blake2b(uid.encode(), digest_size=2).digest()[0] % len(COMPONENTS)]
 
 
+def keyed_rng(*parts: object) -> np.random.Generator:
+    """A generator fixed by its parts: two searches that key a harness's trials alike see the same trials."""
+    h = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return np.random.default_rng(int.from_bytes(h, "little"))
+
+
+def p_above_clutter(tasks: list[str], looks, prior, sign: float = 1.0) -> float:
+    """The expected-value rule over per-task looks (task index, before, after, named by a manifest): the
+    spike-and-slab posterior effect per task (prior P(moved): a named task 1/2, another UNNAMED_MOVES/tasks
+    capped at UNNAMED_CAP), summed into pass@1; P(effect > the clutter cost). `sign` -1: a rollback saves it."""
+    t = len(tasks)
+    pa, pb = PRIOR_PRECISION
+    mean = var = 0.0
+    for i, before, after, named in looks:
+        pi = pa / (pa + pb) if named else min(UNNAMED_MOVES / t, UNNAMED_CAP)
+        te = task_effect(tasks[i], before, after, prior, pi)
+        mean, var = mean + te.mean / t, var + te.var / t ** 2
+    cost = sign * CLUTTER / t
+    return 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
+
+
 class TreeSettings(BaseModel):
     select: Select = "thompson"
     inherit: float = Field(default=40.0, ge=0, description="trials of its parent's evidence a child inherits on a task its changes do not name")
@@ -136,8 +157,7 @@ class TreeSearch:
 
     # -------------------------------------------------------------- the world
     def _rng(self, *parts: object) -> np.random.Generator:
-        h = hashlib.blake2b(":".join(map(str, (self.key, *parts))).encode(), digest_size=8).digest()
-        return np.random.default_rng(int.from_bytes(h, "little"))
+        return keyed_rng(self.key, *parts)
 
     def evaluate(self, nd: Node, which: np.ndarray | None = None) -> None:
         """k trials on each task of `which` (default: every task)."""
@@ -206,21 +226,17 @@ class TreeSearch:
         per task the child ran, the spike-and-slab posterior effect against the nearest ancestor that ran
         it (prior P(moved): a named task 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); kept when
         P(effect on pass@1 > the clutter cost) reaches the last look's bar."""
-        t = len(self.tasks)
-        pa, pb = PRIOR_PRECISION
-        mean = var = 0.0
         pooled = self._earlier_looks(child) if self.cfg.pool else {}
-        for i in np.flatnonzero(child.n > 0):
-            anc = self._ancestor(child, i)
-            before, after = Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i]))
-            for c in pooled.get(int(i), ()):  # the same change's earlier looks at this task, each against its own ancestor
-                a = self._ancestor(c, i)
-                before, after = before + Counts(int(a.s[i]), int(a.n[i])), after + Counts(int(c.s[i]), int(c.n[i]))
-            pi = pa / (pa + pb) if child.named is not None and child.named[i] else min(UNNAMED_MOVES / t, UNNAMED_CAP)
-            te = task_effect(self.tasks[i], before, after, self.prior, pi)
-            mean, var = mean + te.mean / t, var + te.var / t ** 2
-        cost = sign * CLUTTER / t  # a rollback child (sign -1) saves the clutter cost
-        return 0.5 * (1 + math.erf((mean - cost) / math.sqrt(2 * max(var, 1e-18))))
+
+        def looks():
+            for i in np.flatnonzero(child.n > 0):
+                anc = self._ancestor(child, i)
+                before, after = Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(child.s[i]), int(child.n[i]))
+                for c in pooled.get(int(i), ()):  # the same change's earlier looks at this task, each against its own ancestor
+                    a = self._ancestor(c, i)
+                    before, after = before + Counts(int(a.s[i]), int(a.n[i])), after + Counts(int(c.s[i]), int(c.n[i]))
+                yield int(i), before, after, child.named is not None and bool(child.named[i])
+        return p_above_clutter(self.tasks, looks(), self.prior, sign)
 
     def _ancestor(self, nd: Node, i: int) -> Node:
         """The nearest ancestor of `nd` that ran task i (the root for the root)."""
