@@ -84,6 +84,23 @@ def _line(sc: Scenario, world, evolve, mult: int, scratch: Path) -> dict:
     return {"gain": m.best_true - m.seed_true, "trials": m.rollouts, "evolve_calls": sc.iterations * mult}
 
 
+def tree_proposer(world):
+    """A tree world's evolve agent as the searches call it: (parent's markers, nth child, step) -> changes."""
+    def propose(markers, nth, step):
+        return [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in world.propose(markers, nth)]
+    return propose
+
+
+def sim_line(world, k: int, seed: int, propose, calls: int):
+    """The line in the search's machinery: a full round per evolve call, the same verdict rule."""
+    return TreeSearch(world.p, list(world.base), k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
+
+
+def _search_row(world, r, seed_true: float, **extra) -> dict:
+    return {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
+            "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned, **extra}
+
+
 def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool = False, mults: tuple[int, ...] = (1, 2)) -> dict:
     """Worker: line at 1× and 2× (or `mults`), then every search at each of those budgets."""
     from ahe.simulate.search.evolve import ParentAwareEvolve
@@ -93,9 +110,7 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
         sc = TreeScenario.model_validate_json(sc_json)
         world = make_tree_world(sc, seed)
         reachable = world.pass_at_1(set(world.best))
-
-        def propose(markers, nth, step):
-            return [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in world.propose(markers, nth)]
+        propose = tree_proposer(world)
         evolve = lambda: ParentAwareEvolve(world)  # noqa: E731
     else:
         sc = Scenario.model_validate_json(sc_json)
@@ -113,19 +128,17 @@ def one_seed(kind: str, sc_json: str, seed: int, scratch: str, real_line: bool =
         if real_line:  # the real loop's line (slow: about 3 min a seed of a tree world on one core)
             line = _line(sc, world, evolve(), mult, base)
         else:  # the line in the search's machinery: a full round per evolve call, the same verdict rule
-            r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
+            r = sim_line(world, sc.k, seed, propose, calls)
             line = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "evolve_calls": r.expansions}
         line["cost"] = line["trials"] + PRICE * line["evolve_calls"]
         row[f"line@{mult}x"] = line
         for name, cfg in STRATEGIES.items():
             r = TreeSearch(world.p, list(world.base), sc.k, f"{seed}:{SAMPLES.get(name, name)}", cfg).run(
                 propose, line["cost"], max_calls=None if kind == "tree" else STREAM * sc.iterations)
-            row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
-                                      "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned}
+            row[f"{name}@{mult}x"] = _search_row(world, r, seed_true)
         for name, pcfg in PRODUCT.items():
             r = ProductTree(world.p, list(world.base), sc.k, f"{seed}:{SAMPLES.get(name, name)}", pcfg).run(propose, line["cost"], calls)
-            row[f"{name}@{mult}x"] = {"gain": world.pass_at_1(set(r.markers)) - seed_true, "trials": r.trials, "cost": r.cost,
-                                      "evolve_calls": r.expansions, "nodes": len(r.nodes), "pruned": r.pruned, "rollbacks": r.rollbacks}
+            row[f"{name}@{mult}x"] = _search_row(world, r, seed_true, rollbacks=r.rollbacks)
     shutil.rmtree(base, ignore_errors=True)
     return row
 

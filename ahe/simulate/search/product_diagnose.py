@@ -21,8 +21,7 @@ def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ..
     """`python -c "from ahe.simulate.search.product_diagnose import diagnose; print(diagnose())"`: per tree world and
     budget, each variant's gain minus line's (paired over `seeds`, mean and 95 % interval), as a markdown table."""
     from ahe.simulate.metrics import interval
-    from ahe.simulate.search.compare import LINE, PRICE, load_worlds
-    from ahe.simulate.search.tree import TreeSearch
+    from ahe.simulate.search.compare import PRICE, load_worlds, sim_line, tree_proposer
     from ahe.simulate.search.tree_world import make_tree_world
 
     lines = ["| world | budget | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
@@ -31,9 +30,9 @@ def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ..
             diffs: dict[str, list[float]] = {v: [] for v in variants}
             for seed in seeds:
                 w = make_tree_world(sc, seed)
-                propose = lambda m, nth, step, w=w: [(c.uid, c.predicted_fixes + c.predicted_regressions) for c in w.propose(m, nth)]  # noqa: E731
+                propose = tree_proposer(w)
                 calls, rnd, s0 = sc.iterations * mult, sc.k * len(w.base), w.pass_at_1(set())
-                r = TreeSearch(w.p, list(w.base), sc.k, f"{seed}:line", LINE).run(propose, 10**9, max_calls=calls)
+                r = sim_line(w, sc.k, seed, propose, calls)
                 budget, line = r.trials + PRICE * r.expansions, w.pass_at_1(set(r.markers)) - s0
                 for v in variants:
                     knobs = VARIANTS[v]
