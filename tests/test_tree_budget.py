@@ -133,3 +133,27 @@ def test_the_check_ahead_leaves_the_trees_evolve_calls_and_children_to_the_tree(
     scores = Scores(iterations=[_score(1, {"agent": 26000, "evolve": 20000}, {}, variants=20000), _score(2, {"agent": 6000}, {})])
     assert "would be reached by iteration 2's edits" in budget_ahead(cfg, scores, 2, 0.0)  # 52,000 + 20,000 + 20,000 + 6,000
     assert budget_ahead(cfg, scores, 2, 0.0, search_allocates=True) is None  # 52,000 + 6,000: the tree fits the rest
+
+
+def test_one_sentence_for_a_spent_token_or_dollar_budget_wherever_it_is_checked():
+    """ahe.evolution.budget_spent.spent_budget: what the loop's check after a phase, a tree round's
+    crossing (RoundSpend.crossed) and the tree's finalists say, from scores.json's totals (with their
+    `total`) or a round's running count (without)."""
+    from ahe.config import Budgets
+    from ahe.evolution.budget_spent import spent_budget
+    from ahe.evolution.tree.archive import RoundRecord
+    from ahe.evolution.tree.crossing import RoundSpend
+
+    b = Budgets(max_tokens={"agent": 18000, "total": 60000}, max_cost_usd={"evolve": 2.5})
+    run = {"tokens": {"agent": 21302, "evolve": 30000}, "cost_usd": {"evolve": 1.0}}
+    said = "token budget of agent (18,000) reached: 21,302 spent, 3,302 over"
+    assert spent_budget(b, run) == said
+    assert spent_budget(b, {**run, "tokens": {**run["tokens"], "total": 51302}}) == said  # a `total` key is not counted twice
+    assert spent_budget(b, run, roles=("evolve",)) is None  # 51,302 of total, $1.00 of evolve: neither reached
+    over = {"tokens": {"agent": 1000, "evolve": 60000}, "cost_usd": {"evolve": 3.0}}
+    assert spent_budget(b, over, roles=("evolve",)) == "token budget of total (60,000) reached: 61,000 spent, 1,000 over"
+    cost = Budgets(max_cost_usd={"evolve": 2.5})
+    assert spent_budget(cost, over) == "cost budget of evolve ($2.50) reached: $3.00 spent, $0.50 over"
+    assert spent_budget(cost, over, roles=("agent",)) is None  # a budget of another role does not count the agent
+    spend = RoundSpend(budgets=b, spent={"tokens": dict(run["tokens"]), "cost_usd": {}}, rec=RoundRecord(iteration=1))
+    assert spend.crossed("agent") == said and spend.crossed("evolve") is None  # the round says the loop's sentence

@@ -81,7 +81,7 @@ def crossed_run(request, tmp_path_factory) -> tuple[str, Path]:
 
 
 def _over(words: str) -> tuple[int, int, int]:
-    m = re.search(r"budget of \w+ \(([\d,]+)\)(?: was crossed| reached): ([\d,]+) spent, ([\d,]+) over", words)
+    m = re.search(r"token budget of \w+ \(([\d,]+)\) reached: ([\d,]+) spent, ([\d,]+) over", words)
     assert m, words
     return tuple(int(g.replace(",", "")) for g in m.groups())  # type: ignore[return-value]
 

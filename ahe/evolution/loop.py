@@ -43,6 +43,7 @@ from ahe.evolution.phases import (
 )
 from ahe.evolution.bill import budget_ahead, count_trials_spent
 from ahe.evolution.bill_keeper import BillKeeper
+from ahe.evolution.budget_spent import spent_budget
 from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
@@ -408,14 +409,9 @@ class EvolutionLoop:
         b = self.cfg.budgets
         if b.wall_clock_hours is not None and self._elapsed() >= b.wall_clock_hours * 3600:
             return f"wall-clock budget of {b.wall_clock_hours} h reached"
-        totals = scores.totals()
         tail = mid_round(self.run, it) if self.cfg.search == "tree" and phase == "evolve" else ""
-        for role, limit in b.max_tokens.items():
-            if (n := totals["tokens"].get(role, 0)) >= limit:
-                return f"token budget of {role} ({limit:,}) reached: {n:,.0f} spent, {n - limit:,.0f} over" + tail
-        for role, limit in b.max_cost_usd.items():
-            if (c := totals["cost_usd"].get(role, 0.0)) >= limit:
-                return f"cost budget of {role} (${limit}) reached: ${c:,.2f} spent, ${c - limit:,.2f} over" + tail
+        if why := spent_budget(b, scores.totals()):
+            return why + tail
         if b.max_trials is not None and (n := count_trials_spent(self.run)) >= b.max_trials:
             return f"trial budget ({b.max_trials:,}) reached: {n:,} trials run, {n - b.max_trials:,} over" + tail
         score = scores.get(it)

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ahe.config import Budgets
+from ahe.evolution.budget_spent import spent_budget
 from ahe.evolution.tree.archive import RoundRecord
 from ahe.llm.types import Usage
 
@@ -31,33 +33,23 @@ if TYPE_CHECKING:
 
 @dataclass
 class RoundSpend:
-    limits: list[tuple[str, str, float]]  # (tokens | cost_usd, role or total, limit)
-    spent: dict[str, dict[str, float]]  # field -> role -> spent so far
+    budgets: Budgets  # the run's; its token and dollar budgets are what a round can cross
+    spent: dict[str, dict[str, float]]  # field (tokens | cost_usd) -> role -> spent so far
     rec: RoundRecord  # its `crossed` and `not_started` are kept as they happen (a resumed round adds to them)
 
     @classmethod
     def start(cls, ctx: "PhaseContext", rec: RoundRecord) -> "RoundSpend":
         b = ctx.cfg.budgets
-        limits = ([("tokens", r, float(v)) for r, v in b.max_tokens.items()]
-                  + [("cost_usd", r, float(v)) for r, v in b.max_cost_usd.items()])
-        totals = ctx.run.load_scores().totals() if limits else {"tokens": {}, "cost_usd": {}}
-        return cls(limits, {f: {k: float(v) for k, v in totals[f].items() if k != "total"} for f in ("tokens", "cost_usd")}, rec)
+        totals = ctx.run.load_scores().totals() if b.max_tokens or b.max_cost_usd else {"tokens": {}, "cost_usd": {}}
+        return cls(b, {f: {k: float(v) for k, v in totals[f].items() if k != "total"} for f in ("tokens", "cost_usd")}, rec)
 
     def add(self, role: str, usage: Usage) -> None:
         for f, n in (("tokens", usage.total_tokens), ("cost_usd", float(usage.cost_usd or 0.0))):
             self.spent[f][role] = self.spent[f].get(role, 0.0) + n
 
     def crossed(self, role: str) -> str | None:
-        """The first budget that counts `role` (or `total`) and is spent, in words; None: none is."""
-        for f, r, limit in self.limits:
-            if r not in (role, "total"):
-                continue
-            spent = sum(self.spent[f].values()) if r == "total" else self.spent[f].get(r, 0.0)
-            if spent >= limit:
-                if f == "tokens":
-                    return f"the token budget of {r} ({limit:,.0f}) was crossed: {spent:,.0f} spent, {spent - limit:,.0f} over"
-                return f"the cost budget of {r} (${limit:,.2f}) was crossed: ${spent:,.2f} spent, ${spent - limit:,.2f} over"
-        return None
+        """The first budget that counts `role` (or `total`) and is spent, in the loop's words; None: none is."""
+        return spent_budget(self.budgets, self.spent, roles=(role,))
 
     def skip(self, role: str, what: str, after: str) -> bool:
         """True (and `what` noted as not started) when a budget counting `role` is crossed."""

@@ -27,6 +27,7 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
     tree.finalists = finalists([n.choice() for n in pool], ctx.cfg.tree.finalists)
     again = "budget" not in reason
     short: list[str] = []  # finalists a trial budget leaves no round for
+    spent: list[str] = []  # finalists not started: a token or dollar budget counting the agent is reached
     for nid in tree.finalists if again else []:
         node = tree.node(nid)
         d = ctx.run.root / "tree-final" / nid
@@ -35,6 +36,10 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
             continue
         if not _round_fits(ctx, last):
             short.append(nid)
+            continue
+        bill_finalists(ctx, tree.finalists, last)  # the finalists before it counted (also those of a killed session)
+        if _agent_budget_spent(ctx):
+            spent.append(nid)
             continue
         ws = d / "workspace"
         ctx.repo.clone_at(ws, node.commit)
@@ -47,11 +52,7 @@ async def finish_tree(ctx: "PhaseContext", reason: str) -> None:
     best = max(judged, key=lambda n: (n.estimate()[0], n.n_trials, [-ord(c) for c in n.id]))
     mean, _ = best.estimate()
     lo, hi = best.interval()
-    how = "re-evaluated " + ", ".join(tree.finalists) if again else f"no re-evaluation ({reason})"
-    if short:
-        done = [i for i in tree.finalists if i not in short]
-        how = ("re-evaluated " + ", ".join(done) + "; " if done else "") + \
-            f"not {', '.join(short)} (the trial budget of {ctx.cfg.budgets.max_trials:,} leaves no round for it)"
+    how = _how(ctx, tree.finalists, short, spent) if again else f"no re-evaluation ({reason})"
     tree.best = best.id
     tree.best_reason = f"{best.id}: estimated pass@1 {mean:.3f} [{lo:.3f}, {hi:.3f}] over {best.n_trials} trials; {how}"
     save_tree(ctx.run, tree)
@@ -93,9 +94,10 @@ def _round_fits(ctx: "PhaseContext", last: int) -> bool:
 
 
 def bill_finalists(ctx: "PhaseContext", finalists: list[str], it: int) -> None:
-    """The finalists' re-evaluation in scores.json: iteration `it`'s `finalists` tokens and dollars
-    (agent trials, as the bill and the forecast count them), set from their folders' results — so
-    a re-evaluation resumed after a kill counts once."""
+    """The finalists' re-evaluation in scores.json: agent trials, so iteration `it`'s `agent` tokens and
+    dollars, its share kept as phase `finish`'s (`spent_by_phase["finish/agent"]`), set from their
+    folders' results — a re-evaluation resumed after a kill counts once. (A run of an older AHE keeps
+    them under a pseudo-role `finalists`, which the bill still counts as agent.)"""
     from ahe.rollout.models import RunResults
     from ahe.run_folder import read_model
 
@@ -104,7 +106,27 @@ def bill_finalists(ctx: "PhaseContext", finalists: list[str], it: int) -> None:
     score = scores.get(it)
     if score is None or not done:
         return
-    score.tokens["finalists"] = sum(r.usage.total_tokens for r in done)
-    score.cost_usd["finalists"] = sum(float(r.usage.cost_usd or 0.0) for r in done)
+    score.add_spend("finish", "agent", sum(r.usage.total_tokens for r in done), sum(float(r.usage.cost_usd or 0.0) for r in done))
     scores.upsert(score)
     ctx.run.save_scores(scores)
+
+
+def _agent_budget_spent(ctx: "PhaseContext") -> str | None:
+    """A token or dollar budget counting the agent's trials (`agent` or `total`) that is reached, in words."""
+    from ahe.evolution.budget_spent import spent_budget
+
+    return spent_budget(ctx.cfg.budgets, ctx.run.load_scores().totals(), roles=("agent",))
+
+
+def _how(ctx: "PhaseContext", finalists: list[str], short: list[str], spent: list[str]) -> str:
+    """Which finalists were re-evaluated, which not and why, and a budget their re-evaluation reached."""
+    done = [i for i in finalists if i not in short and i not in spent]
+    parts = ["re-evaluated " + ", ".join(done)] if done else []
+    if short:
+        parts.append(f"not {', '.join(short)} (the trial budget of {ctx.cfg.budgets.max_trials:,} leaves no round for it)")
+    reached = _agent_budget_spent(ctx)
+    if spent:
+        parts.append(f"not {', '.join(spent)} (a spent budget: {reached})")
+    elif reached and done:
+        parts.append(f"their re-evaluation spent a budget: {reached}")
+    return "; ".join(parts)
