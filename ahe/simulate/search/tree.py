@@ -18,7 +18,10 @@ parent's trials; the touched ones are soon decided by the child's own). Each ste
    A rejected child with P(above the clutter cost) ≥ `relook` gets up to `relooks` more looks
    first (off by default: measured worse, docs/search.md). Two branches merge when each holds
    changes the other lacks (distinct files, as in the product's merge).
-4. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
+4. with `line_every`, after every that many evolve calls, the product's iteration: a full round on the
+   best estimate, then each change on its path re-judged on its named tasks over every round it ran (this
+   node against the nearest ancestor without it), the failing ones rolled back in one child;
+5. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
    and is not expanded again; nor is a node whose last three evolve calls proposed nothing new.
 
 At the end a full round goes to each of the `final_rounds` best estimates (`final_top`, but at most
@@ -73,6 +76,7 @@ class TreeSettings(BaseModel):
     check_drop: bool = Field(default=True, description="... and a checked node the verdict now rejects against its ancestors is pruned")
     drop_every: int = Field(default=0, ge=0, description="tree: after every this many evolve calls, a rollback child of the best estimate without its weakest change (the one whose looks were least convincing), kept when dropping it costs nothing (0: never)")
     topup: int = Field(default=0, ge=0, description="tree: before the verdict, run the compared ancestor on the child's named tasks until it has this many trials there (0: never)")
+    line_every: int = Field(default=0, ge=0, description="tree: after every this many evolve calls, a full round on the best estimate (the product's line round), then each of its kept changes re-judged on its named tasks over every round it ran; the failing ones rolled back in one child (0: never)")
 
 
 @dataclass
@@ -279,6 +283,51 @@ class TreeSearch:
         if self.cfg.check_drop and nd.parent is not None and not self.verdict(nd):
             nd.pruned = True
 
+    def _line_round(self, budget: float) -> None:
+        """The product's iteration on the simulator's archive: a full round on the best live estimate (its
+        evidence pools over every round it ran), then per edge of its path the changes that edge added,
+        re-judged on their named tasks (this node against the nearest ancestor without them); the changes
+        that now fail leave in one rollback child, run on their named tasks and a sample (as `_drop`)."""
+        live = [x for x in self.tree_nodes() if not x.pruned]
+        if not live or not self._fits(budget):
+            return
+        nd = self.nodes[int(finalists(live, 1)[0][1:])]
+        self.evaluate(nd)
+        failed: set[str] = set()
+        i = nd.id
+        while self.nodes[i].parent is not None:
+            c = self.nodes[i]
+            added = c.markers - self.nodes[c.parent].markers
+            if added and self._reverdict(nd, self.nodes[c.parent], added) < keep_bar(final=True):
+                failed |= added & nd.markers
+            i = c.parent
+        markers = nd.markers - failed
+        if not failed or markers in self.seen or not self._fits(budget):
+            return
+        kid = self.add(nd.id, markers, {t for u in failed for t in self.named_of.get(u, [])})
+        self.seen[markers] = kid.id
+        if self.p_above(kid, sign=-1.0) < keep_bar(final=True):
+            kid.pruned = True
+
+    def _reverdict(self, nd: Node, before_node: Node, changes: set[str]) -> float:
+        """P(the changes' effect on their named tasks beats the clutter cost): `nd`'s evidence there against
+        the nearest ancestor-or-self of `before_node` that ran each task (the expected-value rule's functions)."""
+        t = len(self.tasks)
+        named = {tk for u in changes for tk in self.named_of.get(u, [])}
+        mean = var = 0.0
+        for i, task in enumerate(self.tasks):
+            if task not in named or nd.n[i] == 0:
+                continue
+            anc = before_node
+            while anc.n[i] == 0 and anc.parent is not None:
+                anc = self.nodes[anc.parent]
+            pi = PRIOR_PRECISION[0] / sum(PRIOR_PRECISION)
+            te = task_effect(task, Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(nd.s[i]), int(nd.n[i])), self.prior, pi)
+            mean, var = mean + te.mean / t, var + te.var / t ** 2
+        if var == 0.0:
+            return 1.0
+        return 0.5 * (1 + math.erf((mean - CLUTTER / t) / math.sqrt(2 * var)))
+
     def _top_up(self, child: Node, budget: float) -> None:
         """Paired depth: run the parent on the child's named tasks where it has fewer than `topup` trials."""
         if not self.cfg.topup or child.parent is None or child.named is None:
@@ -348,6 +397,8 @@ class TreeSearch:
             parent.dry = 0 if len(self.nodes) > before else parent.dry + 1
             if self.cfg.drop_every and self.cfg.select != "line" and step % self.cfg.drop_every == 0:
                 self._drop(budget - reserve)
+            if self.cfg.line_every and self.cfg.select != "line" and step % self.cfg.line_every == 0:
+                self._line_round(budget - reserve)
             if self.cfg.check_every and self.cfg.select != "line" and step % self.cfg.check_every == 0:
                 self._check(budget - reserve)
             if self.cfg.select != "line":
