@@ -293,3 +293,15 @@ def test_a_search_with_line_rounds_stays_in_budget_and_runs_them() -> None:
     plain = TreeSearch(w.p, list(w.base), 2, "l", TreeSettings(select="ei", eval_share=0.05, final_share=0.1)).run(_propose(w), 15 * 80)
     assert r.cost <= 15 * 80 and r.expansions < plain.expansions  # the rounds are paid from the same budget
     assert sum(n.evals >= 2 and n.n.min() >= 4 for n in r.nodes[1:]) >= 2  # more than one node given a full round (or more)
+
+
+def test_a_line_round_on_every_task_keeps_a_fix_its_manifest_did_not_name() -> None:
+    works = lambda t, m: 1.0 if (t == T[0] and "fixA" in m) or (t == T[1] and "dup" in m) or t in T[4:] else 0.0  # noqa: E731
+    for every_task in (False, True):
+        s, first, again = _two_looks(works, again=2, line_every=1, line_all=every_task, eval_share=0.05)
+        s.named_of["fixA"] = [T[2]]  # the manifest names t3; the fix is on t1
+        s.nodes[2].pruned = True
+        s.seen = {n.markers: n.id for n in s.nodes if n.id != 2}
+        s._line_round(10**6)
+        rolled_back = s.nodes[-1] is not again and s.nodes[-1].markers == {"dup"}
+        assert rolled_back is not every_task  # named tasks only: t3 never moved, fixA leaves; every task: t1 4/4 against 0/2 keeps it

@@ -1,5 +1,5 @@
 """`python -m ahe.simulate.search.longer`: the tree worlds at 1×, 2× and 4× line's budget, to see where
-line flattens (docs/search.md). The same rows as `ahe simulate --search tree` (`compare.one_seed`), with
+line flattens (docs/search-simulator.md). The same rows as `ahe simulate --search tree` (`compare.one_seed`), with
 a third budget; one process, seeds in order; writes OUT/rows.jsonl (resumable) and OUT/search.md."""
 
 from __future__ import annotations
