@@ -120,7 +120,7 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
                 assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout, holdout2 or holdout3" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout, holdout2, holdout3 or holdout4" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
 
 
 def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeypatch) -> None:

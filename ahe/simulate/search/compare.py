@@ -14,7 +14,8 @@ seed (mean and 95 % interval over seeds), the paired difference to line, the sha
 best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
 `worlds/holdout/`, written after the strategy was frozen (never tuned on); `--search holdout2`: those of
 `worlds/holdout2/`, written after the 7 Dec strategy (file merges, tree-mix) froze; `--search holdout3`:
-those of `worlds/holdout3/`, written before any search ran on them and first run after `tree-drop` froze.
+those of `worlds/holdout3/`, written before any search ran on them and first run after `tree-drop` froze;
+`--search holdout4`: those of `worlds/holdout4/`, written after `tree-line` froze (commit 66790f9).
 """
 
 from __future__ import annotations
@@ -56,14 +57,14 @@ EARLIER = {
     "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
     "tree-mix": TreeSettings(select="ei", thompson_after=10, eval_share=0.05, final_share=0.1, call_price=PRICE),
 }
-HOLDOUTS = ("holdout", "holdout2", "holdout3")
+HOLDOUTS = ("holdout", "holdout2", "holdout3", "holdout4")
 STREAM = 6  # a stream world's changes: this many times its iterations (evolve call n gets iteration n's)
 
 
 def load_worlds(which: str) -> list[tuple[str, Scenario]]:
-    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout`, `holdout2` or `holdout3` (tree worlds
+    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout`, `holdout2`, `holdout3` or `holdout4` (tree worlds
     written after a strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, `holdout3` first run
-    after `tree-drop` froze, docs/search-simulator.md)."""
+    after `tree-drop` froze, `holdout4` written after `tree-line` froze, docs/search-simulator.md)."""
     out: list[tuple[str, Scenario]] = []
     if which in ("tree", "all", *HOLDOUTS):
         where = WORLDS / which if which.startswith("holdout") else WORLDS
@@ -157,7 +158,7 @@ def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jo
     from ahe.simulate.suite import seed_list
 
     if which not in ("tree", "standard", "all", *HOLDOUTS):
-        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout, holdout2 or holdout3")
+        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout, holdout2, holdout3 or holdout4")
     out = (out or Path("runs") / f"search-{which}").resolve()
     seeds_ = seed_list(seed_range, seeds)
     t0 = time.monotonic()
