@@ -305,3 +305,15 @@ def test_a_line_round_on_every_task_keeps_a_fix_its_manifest_did_not_name() -> N
         s._line_round(10**6)
         rolled_back = s.nodes[-1] is not again and s.nodes[-1].markers == {"dup"}
         assert rolled_back is not every_task  # named tasks only: t3 never moved, fixA leaves; every task: t1 4/4 against 0/2 keeps it
+
+
+def test_a_rejected_harness_proposed_again_gets_another_look_and_saturation_triggers_line_rounds() -> None:
+    w, budget = _tree_world(5), 30 * 80
+    cfg = dict(select="ei", eval_share=0.05, final_share=0.1)
+    plain = TreeSearch(w.p, list(w.base), 2, "a", TreeSettings(**cfg)).run(_propose(w), budget)
+    again = TreeSearch(w.p, list(w.base), 2, "a", TreeSettings(**cfg, again=2)).run(_propose(w), budget)
+    looked = lambda r: [n for n in r.nodes[1:] if n.evals > 1 and n.n.min() == 0]  # noqa: E731  (more looks, never a full round)
+    assert not looked(plain) and looked(again) and max(n.evals for n in looked(again)) <= 3
+    stale = TreeSearch(w.p, list(w.base), 2, "a", TreeSettings(**cfg, line_stale=2)).run(_propose(w), budget)
+    full = lambda r: sum(n.n.min() > 0 for n in r.nodes)  # noqa: E731
+    assert stale.cost <= budget and full(stale) > full(plain) + 1  # proposals already tried elsewhere: line rounds instead
