@@ -289,7 +289,7 @@ class TreeSearch:
     def _line_round(self, budget: float) -> None:
         """The product's iteration on the simulator's archive: a full round on the best live estimate (its
         evidence pools over every round it ran), then per edge of its path the changes that edge added,
-        re-judged on their named tasks (this node against the nearest ancestor without them); the changes
+        re-judged on their named tasks (`line_all`: every task; this node against the nearest ancestor without them); the changes
         that now fail leave in one rollback child, run on their named tasks and a sample (as `_drop`)."""
         live = [x for x in self.tree_nodes() if not x.pruned]
         if not live or not self._fits(budget):
@@ -313,7 +313,7 @@ class TreeSearch:
             kid.pruned = True
 
     def _reverdict(self, nd: Node, before_node: Node, changes: set[str]) -> float:
-        """P(the changes' effect on their named tasks beats the clutter cost): `nd`'s evidence there against
+        """P(the changes' effect on their named tasks (`line_all`: on every task) beats the clutter cost): `nd`'s evidence there against
         the nearest ancestor-or-self of `before_node` that ran each task (the expected-value rule's functions)."""
         t = len(self.tasks)
         named = {tk for u in changes for tk in self.named_of.get(u, [])}
@@ -321,15 +321,11 @@ class TreeSearch:
         for i, task in enumerate(self.tasks):
             if (task not in named and not self.cfg.line_all) or nd.n[i] == 0:
                 continue
-            anc = before_node
-            while anc.n[i] == 0 and anc.parent is not None:
-                anc = self.nodes[anc.parent]
+            anc = before_node if before_node.n[i] > 0 else self._ancestor(before_node, i)
             pi = PRIOR_PRECISION[0] / sum(PRIOR_PRECISION) if task in named else min(UNNAMED_MOVES / t, UNNAMED_CAP)
             te = task_effect(task, Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(nd.s[i]), int(nd.n[i])), self.prior, pi)
             mean, var = mean + te.mean / t, var + te.var / t ** 2
-        if var == 0.0:
-            return 1.0
-        return 0.5 * (1 + math.erf((mean - CLUTTER / t) / math.sqrt(2 * var)))
+        return 1.0 if var == 0.0 else 0.5 * (1 + math.erf((mean - CLUTTER / t) / math.sqrt(2 * var)))
 
     def _top_up(self, child: Node, budget: float) -> None:
         """Paired depth: run the parent on the child's named tasks where it has fewer than `topup` trials."""
