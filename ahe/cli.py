@@ -258,7 +258,7 @@ def simulate(
     policies: Optional[str] = typer.Option(None, "--policies", help="Comma-separated verdict policies to compare (any registered name, plugins included)."),
     table_only: bool = typer.Option(False, "--table-only", help="With --suite: rebuild OUT/suite.md|json from OUT/runs.jsonl (an interrupted suite: the seeds every world finished)."),
     fmt: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP + " json: the policy rows, no progress."),
-    search: Optional[str] = typer.Option(None, "--search", help="Compare search strategies (line, tree-ei, tree-drop) at equal budgets (trials and evolve calls, one currency) on tree, standard, all, holdout, holdout2 or holdout3 worlds (docs/search.md)."),
+    search: Optional[str] = typer.Option(None, "--search", help="Compare search strategies (line, tree-ei, tree-drop, tree-line) at equal budgets (trials and evolve calls, one currency) on tree, standard, all, holdout, holdout2, holdout3 or holdout4 worlds (docs/search.md)."),
 ) -> None:
     """Judge the verdict policies on simulated worlds with hidden true effects, running the real loop."""
     from ahe.simulate.command import simulate_command, suite_command, suite_table_from_runs

@@ -120,7 +120,7 @@ def test_ahe_simulate_search_writes_the_table_and_refuses_an_unknown_world_set(t
                 assert row[f"{s}@{b}"]["cost"] == pytest.approx(row[f"{s}@{b}"]["trials"] + 3.74 * row[f"{s}@{b}"]["evolve_calls"])
     assert "tree-ei@1x" in summary["verdict"] and "| tree-ei |" in (tmp_path / "search.md").read_text()
     bad = CliRunner().invoke(app, ["simulate", "--search", "forest", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout, holdout2 or holdout3" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
+    assert bad.exit_code != 0 and "--search forest: choose tree, standard, all, holdout, holdout2, holdout3 or holdout4" in str(bad.exception)  # one sentence, no traceback (ahe.cli.main)
 
 
 def test_a_budget_of_a_few_rounds_leaves_the_tree_no_worse_than_the_line(monkeypatch) -> None:
@@ -267,3 +267,53 @@ def test_the_longer_run_adds_a_budget_and_reports_each_step(tmp_path: Path) -> N
     assert all(r["tree-drop@3x"]["cost"] <= r["line@3x"]["cost"] + 1e-9 for r in rows)
     text = (tmp_path / "search.md").read_text()
     assert "| dead-ends | 1x→3x |" in text and "| tree-drop@3x |" in text
+
+
+def test_the_line_round_re_judges_each_kept_change_on_every_round_and_rolls_back_the_failing_ones() -> None:
+    def world(fix_works: bool):
+        return lambda t, m: 1.0 if (t == T[0] and fix_works and "fixA" in m) or (t == T[1] and "dup" in m) or t in T[4:] else 0.0
+
+    for works in (True, False):
+        s, first, again = _two_looks(world(works), line_every=1, eval_share=0.05)
+        s.nodes[2].pruned = True  # the `dup` branch: the best estimate left is `again` (dup, then fixA on it)
+        s.seen = {n.markers: n.id for n in s.nodes if n.id != 2}
+        n_before = again.n.copy()
+        s._line_round(10**6)
+        assert (again.n == n_before + 2).all()  # a full round on the line's harness, pooled with its look
+        if works:  # t1: 1/2 + 2/2 against the seed's 0/2; dup's t2 2/2 against 0/2: both kept, no rollback
+            assert s.nodes[-1] is again
+        else:  # fixA's t1 now 1/4 against 0/2: it fails and leaves; dup stays
+            kid = s.nodes[-1]
+            assert kid.parent == again.id and kid.markers == {"dup"} and not kid.pruned
+
+
+def test_a_search_with_line_rounds_stays_in_budget_and_runs_them() -> None:
+    w = _tree_world(5)
+    r = TreeSearch(w.p, list(w.base), 2, "l", TreeSettings(select="ei", eval_share=0.05, final_share=0.1, line_every=2)).run(_propose(w), 15 * 80)
+    plain = TreeSearch(w.p, list(w.base), 2, "l", TreeSettings(select="ei", eval_share=0.05, final_share=0.1)).run(_propose(w), 15 * 80)
+    assert r.cost <= 15 * 80 and r.expansions < plain.expansions  # the rounds are paid from the same budget
+    assert sum(n.evals >= 2 and n.n.min() >= 4 for n in r.nodes[1:]) >= 2  # more than one node given a full round (or more)
+
+
+def test_a_line_round_on_every_task_keeps_a_fix_its_manifest_did_not_name() -> None:
+    works = lambda t, m: 1.0 if (t == T[0] and "fixA" in m) or (t == T[1] and "dup" in m) or t in T[4:] else 0.0  # noqa: E731
+    for every_task in (False, True):
+        s, first, again = _two_looks(works, again=2, line_every=1, line_all=every_task, eval_share=0.05)
+        s.named_of["fixA"] = [T[2]]  # the manifest names t3; the fix is on t1
+        s.nodes[2].pruned = True
+        s.seen = {n.markers: n.id for n in s.nodes if n.id != 2}
+        s._line_round(10**6)
+        rolled_back = s.nodes[-1] is not again and s.nodes[-1].markers == {"dup"}
+        assert rolled_back is not every_task  # named tasks only: t3 never moved, fixA leaves; every task: t1 4/4 against 0/2 keeps it
+
+
+def test_a_rejected_harness_proposed_again_gets_another_look_and_saturation_triggers_line_rounds() -> None:
+    w, budget = _tree_world(5), 30 * 80
+    cfg = dict(select="ei", eval_share=0.05, final_share=0.1)
+    plain = TreeSearch(w.p, list(w.base), 2, "a", TreeSettings(**cfg)).run(_propose(w), budget)
+    again = TreeSearch(w.p, list(w.base), 2, "a", TreeSettings(**cfg, again=2)).run(_propose(w), budget)
+    looked = lambda r: [n for n in r.nodes[1:] if n.evals > 1 and n.n.min() == 0]  # noqa: E731  (more looks, never a full round)
+    assert not looked(plain) and looked(again) and max(n.evals for n in looked(again)) <= 3
+    stale = TreeSearch(w.p, list(w.base), 2, "a", TreeSettings(**cfg, line_stale=2)).run(_propose(w), budget)
+    full = lambda r: sum(n.n.min() > 0 for n in r.nodes)  # noqa: E731
+    assert stale.cost <= budget and full(stale) > full(plain) + 1  # proposals already tried elsewhere: line rounds instead

@@ -1,1 +1,1 @@
-"""Search strategies judged in the simulator (docs/search.md): worlds whose proposals depend on the parent."""
+"""Search strategies judged in the simulator (docs/search-simulator.md): worlds whose proposals depend on the parent."""

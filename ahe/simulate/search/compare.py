@@ -1,11 +1,11 @@
-"""`ahe simulate --search`: `tree` against `line` at equal rollout budgets (docs/search.md).
+"""`ahe simulate --search`: `tree` against `line` at equal rollout budgets (docs/search-simulator.md).
 
 Per world and seed: `line` is the simulator's line — `ahe.simulate.search.tree.TreeSearch` with
 one full round per evolve call from the current harness, judged by the same expected-value
 functions — at the world's iterations (1×) and at twice as many (2×); every tree search then
 gets exactly the budget that line spent, in one currency (every rollout and re-evaluation, and
 every evolve call at `PRICE` trials), and draws its proposals from the same function. It is not the product's loop (`run_one`): that line is
-stronger and about 150 s per seed, too slow for the table (docs/search.md says so). Tree worlds
+stronger and about 150 s per seed, too slow for the table (docs/search-simulator.md says so). Tree worlds
 (`worlds/*.yaml`) propose from the parent; the standard suite's worlds (`suites/standard`) hand
 out their stream — evolve call n gets iteration n's changes whatever the parent.
 
@@ -14,7 +14,8 @@ seed (mean and 95 % interval over seeds), the paired difference to line, the sha
 best reachable harness it captured, evolve calls and trials. `--search holdout`: the tree worlds of
 `worlds/holdout/`, written after the strategy was frozen (never tuned on); `--search holdout2`: those of
 `worlds/holdout2/`, written after the 7 Dec strategy (file merges, tree-mix) froze; `--search holdout3`:
-those of `worlds/holdout3/`, written before any search ran on them and first run after `tree-drop` froze.
+those of `worlds/holdout3/`, written before any search ran on them and first run after `tree-drop` froze;
+`--search holdout4`: those of `worlds/holdout4/`, written after `tree-line` froze (commit 66790f9).
 """
 
 from __future__ import annotations
@@ -35,34 +36,38 @@ from ahe.simulate.search.tree_world import TreeScenario, make_tree_world
 
 WORLDS = Path(__file__).resolve().parent / "worlds"
 STANDARD = Path(__file__).resolve().parents[1] / "suites" / "standard"
-# the frozen tree strategy (tuned on development seeds, docs/search.md)
+# the frozen tree strategy (tuned on development seeds, docs/search-simulator.md)
 # one currency: an evolve call costs what AHE's stated defaults say an evolve session costs against
 # one trial of a one-shot task (ahe.evolution.forecast_sources: 1.54M tokens / 0.41M, about 3.7 trials)
 PRICE = round(DEFAULTS["one-shot"]["evolve"].tokens / DEFAULTS["one-shot"]["agent"].tokens, 2)
 LINE = TreeSettings(select="line", eval_share=1.0, final_top=0, call_price=PRICE)
 STRATEGIES = {
     "tree-ei": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE),
-    # the 7 Dec evening strategy (development seeds 0-29, docs/search.md): tree-ei, and after every fifth
+    # the 7 Dec evening strategy (development seeds 0-29, docs/search-simulator.md): tree-ei, and after every fifth
     # evolve call a rollback child of the best estimate without its least convincing change (the loop's rollback)
     "tree-drop": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE, drop_every=5),
+    # frozen 7 Dec 18:1x (development seeds 0-29 of the tree worlds, 0-9 of the present suite, docs/search-simulator.md):
+    # tree-drop, and after every fourth evolve call the product's line round: a full round on the best estimate,
+    # each change on its path re-judged over every round it ran (every task), the failing ones rolled back
+    "tree-line": TreeSettings(select="ei", eval_share=0.05, final_share=0.1, call_price=PRICE, drop_every=5, line_every=4, line_all=True),
 }
-# tree-drop draws tree-ei's samples (a harness evaluated by both sees the same trials): the two are paired
-SAMPLES = {"tree-drop": "tree-ei", "tree-product": "tree-ei"}
+# tree-drop and tree-line draw tree-ei's samples (a harness evaluated by each sees the same trials): they are paired
+SAMPLES = {"tree-drop": "tree-ei", "tree-line": "tree-ei", "tree-product": "tree-ei"}
 # the product's own `search: tree` (ahe.evolution.tree) mirrored: the same iterations as line and line's spend as its budget
 PRODUCT = {"tree-product": ProductSettings(call_price=PRICE)}
-# measured on 7 Dec (docs/search.md) and no longer run by `ahe simulate --search`: Thompson, and EI then Thompson
+# measured on 7 Dec (docs/search-simulator.md) and no longer run by `ahe simulate --search`: Thompson, and EI then Thompson
 EARLIER = {
     "tree-ts": TreeSettings(select="thompson", eval_share=0.05, final_share=0.1, call_price=PRICE),
     "tree-mix": TreeSettings(select="ei", thompson_after=10, eval_share=0.05, final_share=0.1, call_price=PRICE),
 }
-HOLDOUTS = ("holdout", "holdout2", "holdout3")
+HOLDOUTS = ("holdout", "holdout2", "holdout3", "holdout4")
 STREAM = 6  # a stream world's changes: this many times its iterations (evolve call n gets iteration n's)
 
 
 def load_worlds(which: str) -> list[tuple[str, Scenario]]:
-    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout`, `holdout2` or `holdout3` (tree worlds
+    """(kind, scenario) for `tree`, `standard`, `all` (those two), `holdout`, `holdout2`, `holdout3` or `holdout4` (tree worlds
     written after a strategy froze: `holdout` before the 7 Dec change, `holdout2` after it, `holdout3` first run
-    after `tree-drop` froze, docs/search.md)."""
+    after `tree-drop` froze, `holdout4` written after `tree-line` froze, docs/search-simulator.md)."""
     out: list[tuple[str, Scenario]] = []
     if which in ("tree", "all", *HOLDOUTS):
         where = WORLDS / which if which.startswith("holdout") else WORLDS
@@ -165,7 +170,7 @@ def run_compare(which: str, seeds: list[int], out: Path, jobs: int, say=print, r
 
 
 def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jobs: int, real_line: bool, console) -> dict:
-    """`ahe simulate --search WORLDS`: the table of docs/search.md, written to OUT/search.md|json."""
+    """`ahe simulate --search WORLDS`: the table of docs/search-simulator.md, written to OUT/search.md|json."""
     import time
 
     from ahe.errors import ConfigError
@@ -173,7 +178,7 @@ def search_command(which: str, out: Path | None, seeds: int, seed_range: str, jo
     from ahe.simulate.suite import seed_list
 
     if which not in ("tree", "standard", "all", *HOLDOUTS):
-        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout, holdout2 or holdout3")
+        raise ConfigError(f"--search {which}: choose tree, standard, all, holdout, holdout2, holdout3 or holdout4")
     out = (out or Path("runs") / f"search-{which}").resolve()
     seeds_ = seed_list(seed_range, seeds)
     t0 = time.monotonic()

@@ -1,5 +1,5 @@
 """`python -m ahe.simulate.search.longer`: the tree worlds at 1×, 2× and 4× line's budget, to see where
-line flattens (docs/search.md). The same rows as `ahe simulate --search tree` (`compare.one_seed`), with
+line flattens (docs/search-simulator.md). The same rows as `ahe simulate --search tree` (`compare.one_seed`), with
 a third budget; one process, seeds in order; writes OUT/rows.jsonl (resumable) and OUT/search.md."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ahe.simulate.search.table import markdown, summarize
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m ahe.simulate.search.longer")
-    ap.add_argument("--worlds", default="tree", help="tree, holdout, holdout2 or holdout3")
+    ap.add_argument("--worlds", default="tree", help="tree, holdout, holdout2, holdout3 or holdout4")
     ap.add_argument("--seeds", default="1000-1019", help="first-last (evaluation seeds: 1000-1999)")
     ap.add_argument("--budgets", default="1,2,4")
     ap.add_argument("--out", type=Path, default=Path("runs/search-longer"))

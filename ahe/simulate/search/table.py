@@ -1,10 +1,10 @@
-"""The table of `ahe simulate-search`: per world, strategy and budget, against line (docs/search.md)."""
+"""The table of `ahe simulate-search`: per world, strategy and budget, against line (docs/search-simulator.md)."""
 
 from __future__ import annotations
 
 from ahe.simulate.metrics import interval
 
-STRATS = ("line", "tree-ei", "tree-ts", "tree-mix", "tree-drop", "tree-product")
+STRATS = ("line", "tree-ei", "tree-ts", "tree-mix", "tree-drop", "tree-line", "tree-product")
 
 
 def _budgets(rows: list[dict]) -> list[int]:

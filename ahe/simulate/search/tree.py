@@ -1,4 +1,4 @@
-"""Search over an archive of evaluated harnesses in the simulator (docs/search.md).
+"""Search over an archive of evaluated harnesses in the simulator (docs/search-simulator.md).
 
 Every node is a harness (a set of change markers) with the trials it was evaluated on. Its
 estimate of true pass@1 and the uncertainty of it come from a per-task Beta model in which a
@@ -16,9 +16,12 @@ parent's trials; the touched ones are soon decided by the child's own). Each ste
 3. the child is evaluated, k trials a task, on the tasks its manifests name and a random
    `eval_share` of the others (1.0: a full round); the rest it inherits from its parent.
    A rejected child with P(above the clutter cost) ≥ `relook` gets up to `relooks` more looks
-   first (off by default: measured worse, docs/search.md). Two branches merge when each holds
+   first (off by default: measured worse, docs/search-simulator.md). Two branches merge when each holds
    changes the other lacks (distinct files, as in the product's merge).
-4. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
+4. with `line_every`, after every that many evolve calls, the product's iteration: a full round on the
+   best estimate, then each change on its path re-judged on its named tasks over every round it ran (this
+   node against the nearest ancestor without it), the failing ones rolled back in one child;
+5. prune: a node whose estimate + `prune_z` σ is below the best estimate can no longer win
    and is not expanded again; nor is a node whose last three evolve calls proposed nothing new.
 
 At the end a full round goes to each of the `final_rounds` best estimates (`final_top`, but at most
@@ -94,6 +97,10 @@ class TreeSettings(BaseModel):
     check_drop: bool = Field(default=True, description="... and a checked node the verdict now rejects against its ancestors is pruned")
     drop_every: int = Field(default=0, ge=0, description="tree: after every this many evolve calls, a rollback child of the best estimate without its weakest change (the one whose looks were least convincing), kept when dropping it costs nothing (0: never)")
     topup: int = Field(default=0, ge=0, description="tree: before the verdict, run the compared ancestor on the child's named tasks until it has this many trials there (0: never)")
+    again: int = Field(default=0, ge=0, description="tree: a rejected child whose harness an evolve call proposes again gets another look (its looks pooled) and is reopened if the verdict now passes, up to this many more looks (0: the call is wasted)")
+    line_stale: int = Field(default=0, ge=0, description="tree: a line round (as `line_every`) after every this many evolve calls whose changes were all already tried on some branch (saturation; 0: never)")
+    line_all: bool = Field(default=False, description="... the re-verdict on every task the node ran (the others with the unnamed prior P(moved)), not only the named ones")
+    line_every: int = Field(default=0, ge=0, description="tree: after every this many evolve calls, a full round on the best estimate (the product's line round), then each of its kept changes re-judged on its named tasks over every round it ran; the failing ones rolled back in one child (0: never)")
 
 
 @dataclass
@@ -295,6 +302,47 @@ class TreeSearch:
         if self.cfg.check_drop and nd.parent is not None and not self.verdict(nd):
             nd.pruned = True
 
+    def _line_round(self, budget: float) -> None:
+        """The product's iteration on the simulator's archive: a full round on the best live estimate (its
+        evidence pools over every round it ran), then per edge of its path the changes that edge added,
+        re-judged on their named tasks (`line_all`: every task; this node against the nearest ancestor without them); the changes
+        that now fail leave in one rollback child, run on their named tasks and a sample (as `_drop`)."""
+        live = [x for x in self.tree_nodes() if not x.pruned]
+        if not live or not self._fits(budget):
+            return
+        nd = self.nodes[int(finalists(live, 1)[0][1:])]
+        self.evaluate(nd)
+        failed: set[str] = set()
+        i = nd.id
+        while self.nodes[i].parent is not None:
+            c = self.nodes[i]
+            added = c.markers - self.nodes[c.parent].markers
+            if added and self._reverdict(nd, self.nodes[c.parent], added) < keep_bar(final=True):
+                failed |= added & nd.markers
+            i = c.parent
+        markers = nd.markers - failed
+        if not failed or markers in self.seen or not self._fits(budget):
+            return
+        kid = self.add(nd.id, markers, {t for u in failed for t in self.named_of.get(u, [])})
+        self.seen[markers] = kid.id
+        if self.p_above(kid, sign=-1.0) < keep_bar(final=True):
+            kid.pruned = True
+
+    def _reverdict(self, nd: Node, before_node: Node, changes: set[str]) -> float:
+        """P(the changes' effect on their named tasks (`line_all`: on every task) beats the clutter cost): `nd`'s evidence there against
+        the nearest ancestor-or-self of `before_node` that ran each task (the expected-value rule's functions)."""
+        t = len(self.tasks)
+        named = {tk for u in changes for tk in self.named_of.get(u, [])}
+        mean = var = 0.0
+        for i, task in enumerate(self.tasks):
+            if (task not in named and not self.cfg.line_all) or nd.n[i] == 0:
+                continue
+            anc = before_node if before_node.n[i] > 0 else self._ancestor(before_node, i)
+            pi = PRIOR_PRECISION[0] / sum(PRIOR_PRECISION) if task in named else min(UNNAMED_MOVES / t, UNNAMED_CAP)
+            te = task_effect(task, Counts(int(anc.s[i]), int(anc.n[i])), Counts(int(nd.s[i]), int(nd.n[i])), self.prior, pi)
+            mean, var = mean + te.mean / t, var + te.var / t ** 2
+        return 1.0 if var == 0.0 else 0.5 * (1 + math.erf((mean - CLUTTER / t) / math.sqrt(2 * var)))
+
     def _top_up(self, child: Node, budget: float) -> None:
         """Paired depth: run the parent on the child's named tasks where it has fewer than `topup` trials."""
         if not self.cfg.topup or child.parent is None or child.named is None:
@@ -333,7 +381,7 @@ class TreeSearch:
         (the final re-evaluation's reserved; trials and evolve calls in one currency) or `max_calls`
         evolve calls are spent."""
         rnd = self.k * len(self.tasks)
-        self.calls, self.final = 0, self.final_rounds(budget)
+        self.calls, self.final, self.stale = 0, self.final_rounds(budget), 0
         reserve = self.final * rnd
         current = self.add(None, frozenset()).id
         self.prior = fit_prior([Counts(int(s), int(n)) for s, n in zip(self.nodes[0].s, self.nodes[0].n)])
@@ -349,10 +397,13 @@ class TreeSearch:
             parent = self.nodes[pick]
             nth, parent.children = parent.children, parent.children + 1
             proposed = propose(parent.markers, nth, step)
+            self.stale += bool(proposed) and all(u in self.looks for u, _ in proposed)
             self.named_of.update({u: list(named) for u, named in proposed})
             before = len(self.nodes)
             if self.cfg.select == "line" or not self.cfg.split:  # one child: the round's harness
                 kid = self._child(parent, proposed)
+                if kid is None and self.cfg.again:
+                    self._again(parent, proposed, budget - reserve)
                 if kid is not None and self.judge(kid, budget - reserve):
                     current = kid.id  # kept: the line continues from it (rejected: rolled back, never expanded)
                 if self.cfg.merge and self.cfg.select != "line":
@@ -364,6 +415,11 @@ class TreeSearch:
             parent.dry = 0 if len(self.nodes) > before else parent.dry + 1
             if self.cfg.drop_every and self.cfg.select != "line" and step % self.cfg.drop_every == 0:
                 self._drop(budget - reserve)
+            if self.cfg.line_every and self.cfg.select != "line" and step % self.cfg.line_every == 0:
+                self._line_round(budget - reserve)
+            if self.cfg.line_stale and self.cfg.select != "line" and self.stale >= self.cfg.line_stale:
+                self.stale = 0
+                self._line_round(budget - reserve)
             if self.cfg.check_every and self.cfg.select != "line" and step % self.cfg.check_every == 0:
                 self._check(budget - reserve)
             if self.cfg.select != "line":
@@ -379,6 +435,16 @@ class TreeSearch:
         for u in markers - parent.markers:
             self.looks.setdefault(u, []).append(child.id)
         return child
+
+    def _again(self, parent: Node, proposed: list[tuple[str, list[str]]], budget: float) -> None:
+        """The evolve agent proposed a rejected child's harness again: one more look at it (named tasks and
+        a fresh sample, pooled with its earlier looks), reopened when the verdict now passes."""
+        i = self.seen.get(parent.markers | {u for u, _ in proposed})
+        nd = None if i is None else self.nodes[i]
+        if nd is None or not nd.pruned or nd.named is None or nd.evals > self.cfg.again or not self._fits(budget):
+            return
+        self._look(nd)
+        nd.pruned = not self.verdict(nd)
 
     def _fits(self, budget: float) -> bool:
         return self.cost + self.k * len(self.tasks) <= budget
