@@ -24,7 +24,7 @@ import random
 from pydantic import BaseModel, Field
 
 from ahe.simulate.scenario import Scenario, _Strict
-from ahe.simulate.world import make_world, task_names
+from ahe.simulate.world import make_world
 
 
 class TreeSpec(_Strict):
