@@ -15,13 +15,29 @@ VARIANTS = {  # one knob at a time towards the simulator's tree-ei, then all fou
     # `unspread`: no iteration cap (400) and allocate not spreading the children over the rounds left: the budget ends the run
     "unspread": {"spread": False}, "all-four+unspread": {"eval_share": 0.05, "child_verdict": True, "per_task": True, "line_round": False, "spread": False},
 }
+# 7 Dec night: from a4+unspread (all-four+unspread) one remaining difference to tree-ei at a time, then together
+A4U = VARIANTS["all-four+unspread"]
+VARIANTS.update({
+    "a4u+final": {**A4U, "final_share": 0.1}, "a4u+ancestor": {**A4U, "ancestor_verdict": True}, "a4u+dedupe": {**A4U, "dedupe": True},
+    "a4u+w1": {**A4U, "width": 1}, "a4u+nostop": {**A4U, "stop_share": 0.0}, "a4u+treemerge": {**A4U, "merge_rule": "tree"},
+    "a4u+noreserve": {**A4U, "reserve_line": False},
+    "a4u+anc+final": {**A4U, "ancestor_verdict": True, "final_share": 0.1},
+    "a4u+anc+dedupe+treemerge": {**A4U, "ancestor_verdict": True, "dedupe": True, "merge_rule": "tree"},
+    "a4u+anc+all": {**A4U, "ancestor_verdict": True, "final_share": 0.1, "dedupe": True, "stop_share": 0.0, "merge_rule": "tree",
+                    "reserve_line": False},
+    # towards tree-line: the loop's line round kept, the child verdict against the ancestors, a rollback read as its parent
+    "a3+line+anc+rbparent": {**A4U, "line_round": True, "ancestor_verdict": True, "rollback_prior": "parent"},
+})
+# the simulator's own searches on the same worlds, seeds and budgets (compare.STRATEGIES, keyed as `ahe simulate --search`)
+SIM = ("tree-ei", "tree-line")
 
 
 def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ...] = (1, 2), variants: tuple[str, ...] = tuple(VARIANTS)) -> str:
     """`python -c "from ahe.simulate.search.product_diagnose import diagnose; print(diagnose())"`: per tree world and
     budget, each variant's gain minus line's (paired over `seeds`, mean and 95 % interval), as a markdown table."""
     from ahe.simulate.metrics import interval
-    from ahe.simulate.search.compare import PRICE, load_worlds, sim_line, tree_proposer
+    from ahe.simulate.search.compare import PRICE, STRATEGIES, load_worlds, sim_line, tree_proposer
+    from ahe.simulate.search.tree import TreeSearch
     from ahe.simulate.search.tree_world import make_tree_world
 
     lines = ["| world | budget | " + " | ".join(variants) + " |", "|---|---|" + "---|" * len(variants)]
@@ -35,6 +51,10 @@ def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ..
                 r = sim_line(w, sc.k, seed, propose, calls)
                 budget, line = r.trials + PRICE * r.expansions, w.pass_at_1(set(r.markers)) - s0
                 for v in variants:
+                    if v in SIM:
+                        r = TreeSearch(w.p, list(w.base), sc.k, f"{seed}:tree-ei", STRATEGIES[v]).run(propose, budget)
+                        diffs[v].append(w.pass_at_1(set(r.markers)) - s0 - line)
+                        continue
                     knobs = VARIANTS[v]
                     its = max(1, int((budget - rnd) // (4 * rnd + 2 * PRICE))) if v.endswith("planned") else 400 if v.endswith("unspread") else calls
                     res = ProductTree(w.p, list(w.base), sc.k, f"{seed}:tree-ei", ProductSettings(call_price=PRICE, **knobs)).run(propose, budget, its)

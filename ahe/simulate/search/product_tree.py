@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -71,6 +72,19 @@ class ProductSettings(BaseModel):
     line_round: bool = Field(default=True, description="the loop's full round on the line's harness each iteration, with its attribution")
     spread: bool = Field(default=True, description="allocate spreads the affordable children over the rounds left of `iterations`")
     per_task: bool = Field(default=False, description="estimates per task, a child inheriting its parent's (TreeSearch.posteriors, tree-ei's 40 / 1)")
+    # the remaining differences to tree-ei (docs/search.md, "Which difference matters", 7 Dec night); all off: the product
+    final_share: float = Field(default=0.0, ge=0, le=1, description="finalists' full rounds reserved from the budget, as tree-ei: "
+                               "min(finalists, share x the budget's rounds), run even when the budget ended the run (0: finish.py's rule)")
+    ancestor_verdict: bool = Field(default=False, description="child_verdict per task against the nearest ancestor that ran it "
+                                   "(TreeSearch.p_above), not only on the tasks the parent itself ran")
+    dedupe: bool = Field(default=False, description="a harness the archive holds is not evaluated again; a parent is exhausted after "
+                         "3 such calls in a row (TreeSearch's seen / dry), not after one call proposing nothing")
+    merge_rule: Literal["product", "tree"] = Field(default="product", description="tree: TreeSearch._merge_branches' pair (the best "
+                                                   "live node and the best of the next 5 holding changes it lacks, union not yet seen)")
+    reserve_line: bool = Field(default=True, description="allocate keeps the next line rollout free (False, with line_round False: "
+                               "nothing kept free for a round that never runs)")
+    rollback_prior: Literal["beta11", "parent"] = Field(default="beta11", description="parent: a rollback node not yet run borrows "
+                                                        "its parent's estimate instead of Beta(1, 1)'s 0.5 +- 0.29")
 
 
 @dataclass(eq=False)
@@ -84,6 +98,7 @@ class PNode:
     named: set[str] = field(default_factory=set)  # tasks the manifests of its new changes name
     rolled_back: set[str] = field(default_factory=set)
     children: int = 0
+    dry: int = 0  # diagnostic `dedupe`: evolve calls from it in a row that proposed no new harness
 
 
 @dataclass
@@ -110,6 +125,8 @@ class ProductTree:
         self.evals: dict[frozenset, int] = {}  # harness -> evaluations so far (the trials' key)
         self.named_of: dict[str, list[str]] = {}
         self.tried: set[frozenset] = set()  # merge pairs tried (merge.candidates: a pair once)
+        self.seen: set[frozenset] = set()  # every node's harness (diagnostics `dedupe`, merge_rule tree)
+        self.final = 0  # diagnostic `final_share`: finalists' rounds reserved from the budget
 
     # -------------------------------------------------------------- the world
     @property
@@ -138,6 +155,7 @@ class ProductTree:
         arch = ArchiveNode(id=f"node-{len(self.nodes):03d}", commit="", parent=parent.arch.id if parent else None, kind=kind)
         nd = PNode(arch=arch, markers=markers, s=z, n=z.copy(), ls=z.copy(), ln=z.copy(), named=named or set())
         self.nodes.append(nd)
+        self.seen.add(markers)
         return nd
 
     def node(self, nid: str) -> PNode:
@@ -146,7 +164,11 @@ class ProductTree:
     def estimates(self) -> list[tuple[float, float]]:
         """Per node (mean, sd): the archive's pooled Beta; diagnostic `per_task`: TreeSearch's per-task posterior."""
         if not self.cfg.per_task:
-            return [n.arch.estimate() for n in self.nodes]
+            out: list[tuple[float, float]] = []
+            for n in self.nodes:  # diagnostic rollback_prior parent: a rollback not yet run reads as its parent
+                unrun = self.cfg.rollback_prior == "parent" and n.arch.kind == "rollback" and n.arch.n_trials == 0
+                out.append(out[_index(n.arch.parent)] if unrun else n.arch.estimate())
+            return out
         ab, out, t = [], [], len(self.tasks)
         for nd in self.nodes:
             if nd.arch.parent is None:
@@ -176,9 +198,20 @@ class ProductTree:
         task the new changes name 1/2, another UNNAMED_MOVES/tasks capped at UNNAMED_CAP); P(> the clutter cost)."""
         named = {x for u in new for x in self.named_of.get(u, [])}
         (sa, na), (sb, nb) = ((after.ls, after.ln), (before.ls, before.ln)) if loop else ((after.s, after.n), (before.s, before.n))
+        if not loop and self.cfg.ancestor_verdict:  # diagnostic: per task the nearest ancestor that ran it (TreeSearch._ancestor)
+            anc = {int(i): self._ran(before, int(i)) for i in np.flatnonzero(na > 0)}
+            looks = ((i, Counts(int(a.s[i]), int(a.n[i])), Counts(int(sa[i]), int(na[i])), self.tasks[i] in named)
+                     for i, a in anc.items() if a.n[i] > 0)
+            return p_above_clutter(self.tasks, looks, self.prior)
         looks = ((int(i), Counts(int(sb[i]), int(nb[i])), Counts(int(sa[i]), int(na[i])), self.tasks[i] in named)
                  for i in np.flatnonzero((na > 0) & (nb > 0)))
         return p_above_clutter(self.tasks, looks, self.prior)
+
+    def _ran(self, nd: PNode, i: int) -> PNode:
+        """`nd`, or its nearest ancestor that ran task i (the seed ran every task)."""
+        while nd.n[i] == 0 and nd.arch.parent is not None:
+            nd = self.node(nd.arch.parent)
+        return nd
 
     def line_round(self, line: PNode, prev: PNode | None, head: PNode | None) -> PNode:
         """The loop's rollout on the line, then the attribution of the changes the line holds and the head
@@ -199,7 +232,7 @@ class ProductTree:
         if budget is None:
             return self.cfg.width, True
         spend = Spend(unit="trials+calls", left=budget - self.cost, evolve_call=self.cfg.call_price,
-                      evaluation=float(self._child_round()), reserve=float(self.rnd))
+                      evaluation=float(self._child_round()), reserve=float(self.rnd) if self.cfg.reserve_line else 0.0)
         alloc = allocate([c.model_copy(update={"stopped": False}) for c in self.choices()], [spend],
                          width=self.cfg.width, rounds_left=iterations - it + 1 if self.cfg.spread else 1, stop_share=self.cfg.stop_share)
         for n in self.nodes:
@@ -226,7 +259,12 @@ class ProductTree:
             parent.children += 1
             self.named_of.update({u: list(named) for u, named in proposed})
             markers = parent.markers | {u for u, _ in proposed}
-            if markers == parent.markers:  # nothing new: the parent is exhausted (children.propose)
+            if self.cfg.dedupe:  # diagnostic: TreeSearch's seen / dry (a known harness is not evaluated again)
+                parent.dry = parent.dry + 1 if markers in self.seen else 0
+                parent.arch.exhausted = parent.arch.exhausted or parent.dry >= 3
+                if parent.dry:
+                    continue
+            elif markers == parent.markers:  # nothing new: the parent is exhausted (children.propose)
                 parent.arch.exhausted = True
                 continue
             todo.append(self.add(parent, markers, "child", {t for u, _ in proposed if u not in parent.markers for t in self.named_of[u]}))
@@ -234,7 +272,7 @@ class ProductTree:
             self._child_eval(kid)
         new = list(todo)
         if self.cfg.merge and merge_fits:
-            made = self._merge()
+            made = self._merge_tree() if self.cfg.merge_rule == "tree" else self._merge()
             if made is not None:
                 new.append(made)
         pool = new or [n for n in self.nodes if not n.arch.pruned and (n.arch.n_trials > 0 or n.arch.kind == "rollback")] or self.nodes
@@ -272,6 +310,22 @@ class ProductTree:
         self._child_eval(kid)
         return kid
 
+    def _merge_tree(self) -> PNode | None:
+        """Diagnostic merge_rule tree (TreeSearch._merge_branches): the best live evaluated node and the first of the
+        next five best that each hold changes the other lacks, their union not in the archive; a child of the best."""
+        est = self.estimates()
+        live = sorted((n for n in self.nodes if not n.arch.pruned and n.arch.parent is not None and n.arch.n_trials > 0),
+                      key=lambda n: (-est[_index(n.arch.id)][0], _index(n.arch.id)))[:6]
+        for b in live[1:]:
+            a = live[0]
+            theirs = b.markers - a.markers
+            if not theirs or not (a.markers - b.markers) or (a.markers | b.markers) in self.seen:
+                continue
+            kid = self.add(a, a.markers | theirs, "merge", {t for u in theirs for t in self.named_of.get(u, [])})
+            self._child_eval(kid)
+            return kid
+        return None
+
     def _rolled_back_on(self, nd: PNode) -> set[str]:
         out, cur = set(), nd
         while cur is not None:
@@ -286,12 +340,15 @@ class ProductTree:
         head = self.line_round(seed, None, None)
         self.prior = fit_prior([Counts(int(s), int(n)) for s, n in zip(seed.s, seed.n)])
         prev, reason, it = seed, "iterations", 1
+        if budget is not None and self.cfg.final_share > 0:  # diagnostic: tree-ei's reserve for the finalists' rounds
+            self.final = min(self.cfg.finalists, int(self.cfg.final_share * budget / self.rnd))
+        room = None if budget is None else budget - self.final * self.rnd
         for it in range(1, iterations + 1):
-            line = self.expand(it, iterations, head, propose, budget)
+            line = self.expand(it, iterations, head, propose, room)
             if line is None:
                 reason = "budget"
                 break
-            if budget is not None and self.cost + self.rnd > budget:  # the loop's budget check (kept free: never binds)
+            if room is not None and self.cost + self.rnd > room:  # the loop's budget check (kept free: never binds)
                 reason = "budget"
                 break
             head, prev = (self.line_round(line, prev, head) if self.cfg.line_round else line), line  # iteration it + 1's rollout
@@ -299,8 +356,8 @@ class ProductTree:
 
     def _finish(self, reason: str, budget: float | None, it: int) -> ProductResult:
         pool = [n for n in self.nodes if n.arch.n_trials > 0 or n.arch.kind == "rollback"]
-        fin = finalists(self.choices(pool), self.cfg.finalists)
-        if reason != "budget":
+        fin = finalists(self.choices(pool), max(self.final, 1) if self.final else self.cfg.finalists)
+        if reason != "budget" or self.final:
             for nid in fin:  # a round each, when it fits (finish._round_fits: the budget, if any)
                 if budget is None or self.cost + self.rnd <= budget:
                     self.evaluate(self.node(nid))
