@@ -27,14 +27,18 @@ VARIANTS.update({
                     "reserve_line": False},
     # towards tree-line: the loop's line round kept, the child verdict against the ancestors, a rollback read as its parent
     "a3+line+anc+rbparent": {**A4U, "line_round": True, "ancestor_verdict": True, "rollback_prior": "parent"},
+    "a4u+anc+all+w1": {**A4U, "ancestor_verdict": True, "final_share": 0.1, "dedupe": True, "stop_share": 0.0, "merge_rule": "tree",
+                       "reserve_line": False, "width": 1},
 })
 # the simulator's own searches on the same worlds, seeds and budgets (compare.STRATEGIES, keyed as `ahe simulate --search`)
 SIM = ("tree-ei", "tree-line")
 
 
-def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ...] = (1, 2), variants: tuple[str, ...] = tuple(VARIANTS)) -> str:
+def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ...] = (1, 2), variants: tuple[str, ...] = tuple(VARIANTS),
+             against: str = "line") -> str:
     """`python -c "from ahe.simulate.search.product_diagnose import diagnose; print(diagnose())"`: per tree world and
-    budget, each variant's gain minus line's (paired over `seeds`, mean and 95 % interval), as a markdown table."""
+    budget, each variant's gain minus line's (`against`: or minus tree-ei's / tree-line's; paired over `seeds`, mean and 95 %
+    interval), as a markdown table."""
     from ahe.simulate.metrics import interval
     from ahe.simulate.search.compare import PRICE, STRATEGIES, load_worlds, sim_line, tree_proposer
     from ahe.simulate.search.tree import TreeSearch
@@ -50,6 +54,8 @@ def diagnose(which: str = "tree", seeds: range = range(10), mults: tuple[int, ..
                 calls, rnd, s0 = sc.iterations * mult, sc.k * len(w.base), w.pass_at_1(set())
                 r = sim_line(w, sc.k, seed, propose, calls)
                 budget, line = r.trials + PRICE * r.expansions, w.pass_at_1(set(r.markers)) - s0
+                if against in SIM:
+                    line = w.pass_at_1(set(TreeSearch(w.p, list(w.base), sc.k, f"{seed}:tree-ei", STRATEGIES[against]).run(propose, budget).markers)) - s0
                 for v in variants:
                     if v in SIM:
                         r = TreeSearch(w.p, list(w.base), sc.k, f"{seed}:tree-ei", STRATEGIES[v]).run(propose, budget)
