@@ -20,13 +20,14 @@ import yaml
 
 from ahe.config import Budgets
 from ahe.evolution.budget_spent import wall_clock_spent
-from ahe.evolution.tree.archive import RoundRecord
-from ahe.evolution.tree.crossing import RoundSpend, words
+from ahe.evolution.tree.archive import RoundRecord, Tree, save_tree
+from ahe.evolution.tree.crossing import RoundSpend, clock_crossed, mid_round, words
 from ahe.llm.types import Usage
+from ahe.run_folder import RunFolder
 from tests.shared_runs import ahe, judged_best, tree_json
 
-HOURS = 0.01  # 36 s: the seed's rollout and the debugger take ~5 s before the tree's first evolve call
-LATENCY = 40.0  # the first evolve call's last turn alone passes the budget
+HOURS = 0.015  # 54 s: the seed's rollout and the debugger take ~5 s (at load 4 on 2 cores) before the first evolve call
+LATENCY = 54.0  # the first evolve call's last turn alone reaches the budget
 
 
 def test_the_wall_clock_is_said_in_one_sentence_and_stops_a_round_whatever_the_role():
@@ -47,6 +48,20 @@ def test_the_wall_clock_is_said_in_one_sentence_and_stops_a_round_whatever_the_r
     now[0] = 0.0  # a resumed session whose clock lost the killed phase's time: what was not started stays so
     assert spend.skip("evolve", "tree child 2's evolve call", "tree child 1's evolve call")
     assert not spend.skip("agent", "tree child 1's evaluation", "the round's evolve calls")
+
+
+def test_a_round_that_crossed_the_clock_ends_the_run_whatever_a_resumed_clock_reads(tmp_path):
+    run = RunFolder(tmp_path / "run")
+    run.root.mkdir()
+    clock = RoundRecord(iteration=1, crossed="wall-clock budget of 0.01 h reached (after tree child 1's evolve call)",
+                        not_started=["tree child 2's evolve call"])
+    tokens = RoundRecord(iteration=2, crossed="token budget of total (5,000,000) reached: 6,031,655 spent, "
+                                              "1,031,655 over (after the line rollout)", not_started=["tree child 1's evolve call"])
+    save_tree(run, Tree(rounds=[clock, tokens, RoundRecord(iteration=3)]))
+    assert clock_crossed(run, 1) == "wall-clock budget of 0.01 h reached"  # the loop's reason, without the round's tail
+    assert clock_crossed(run, 2) is None and clock_crossed(run, 3) is None and clock_crossed(run, 4) is None
+    assert mid_round(run, 1) == ("; crossed mid-round in iteration 1's tree round (after tree child 1's evolve call); "
+                                 "not started: tree child 2's evolve call")
 
 
 def _slow_first_evolve_call(d: Path) -> None:
