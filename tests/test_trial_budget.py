@@ -43,6 +43,27 @@ def test_the_line_stops_before_a_round_that_would_cross_the_trial_budget(tmp_pat
     assert budget_ahead(variants, scores, 2, 0.0, trials_spent=0, search_allocates=True) is None
 
 
+def test_every_finished_trial_counts_once_and_nothing_inside_a_trial_or_a_clone(tmp_path):
+    run = RunFolder(tmp_path / "run")
+
+    def trial(rel: str, finished: bool = True) -> None:
+        d = run.root / rel
+        d.mkdir(parents=True)
+        if finished:
+            (d / "result.json").write_text("{}")
+
+    trial("iterations/001/rollouts/a/trial-1")
+    trial("iterations/001/rollouts/a/trial-2", finished=False)  # killed before its result: not a finished trial
+    trial("iterations/001/reeval/a/iter-000/trial-3")
+    trial("iterations/002/tree/c1/rollouts/a/trial-1")
+    trial("iterations/002/variants/v1/rollouts/b/trial-1")
+    trial("iterations/002/tree/c1/workspace/fixtures/trial-9")  # a file of the harness clone, not a trial
+    trial("iterations/001/rollouts/a/trial-1/root/trial-4")  # inside the trial's sandbox files
+    trial("tree-final/node-002/rollouts/a/trial-1")
+    trial("holdout/best/rollouts/a/trial-1")
+    assert count_trials_spent(run) == 6
+
+
 def test_the_plan_says_where_the_trial_budget_is_reached(tmp_path):
     cfg = write_demo(tmp_path)
     data = yaml.safe_load(cfg.read_text())

@@ -115,11 +115,34 @@ def _measured(run: RunFolder, start: UnitCosts | None) -> UnitCosts | None:
 
 def count_trials_spent(run: RunFolder) -> int:
     """Every finished trial of the run: rollouts, re-evaluations, variants, the tree's children and
-    finalists (RUN/tree-final) and the held-out scoring."""
+    finalists (RUN/tree-final) and the held-out scoring (a `trial-*` folder with its result.json)."""
 
     held, final = holdout_dir(run), run.root / "tree-final"  # the search tree's finalists, re-evaluated at the end
-    return (sum(1 for _ in run.iterations_dir.glob("*/**/trial-*/result.json")) if run.iterations_dir.is_dir() else 0) + \
-        sum(sum(1 for _ in d.glob("*/rollouts/*/trial-*/result.json")) if d.is_dir() else 0 for d in (held, final))
+    return sum(_finished_trials(d, 0) for d in (run.iterations_dir, held, final))
+
+
+_NOT_TRIALS = frozenset({"workspace", ".git"})  # a harness clone (a tree child's, a variant's): no trial lives there
+
+
+def _finished_trials(folder: Path, depth: int) -> int:
+    """The `trial-*/result.json` under `folder`'s subfolders, without walking into a trial (its sandbox
+    files) or a harness clone: called after every phase, it stays milliseconds on a night's run
+    (a glob of `*/**/trial-*/result.json` walked every file of every trial and clone)."""
+    import os
+
+    n = 0
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for e in entries:
+        if not e.is_dir(follow_symlinks=False) or e.name in _NOT_TRIALS:
+            continue
+        if e.name.startswith("trial-") and depth >= 1:
+            n += os.path.exists(os.path.join(e.path, "result.json"))
+        else:
+            n += _finished_trials(Path(e.path), depth + 1)
+    return n
 
 
 def remaining(cfg: ExperimentConfig, tasks: int, done: dict[str, list[str]], observed: float | None):

@@ -1,5 +1,6 @@
 """A spent token or dollar budget in words: the one sentence every check of `budgets.max_tokens` and
-`budgets.max_cost_usd` says (the loop's after a phase, a tree round's crossing, the tree's finalists).
+`budgets.max_cost_usd` says (the loop's after a phase, a tree round's crossing, the tree's finalists);
+and the wall-clock budget's (`budgets.wall_clock_hours`: the loop's check after a phase, a tree round's).
 
 Pure: it reads the budgets and what was spent per role (scores.json's totals, or a round's running
 count); `total` is the sum of every role (a `total` key in the counts is not counted again).
@@ -35,3 +36,12 @@ def words(field: str, role: str, limit: float, spent: float) -> str:
     if field == "tokens":
         return f"token budget of {role} ({limit:,.0f}) reached: {spent:,.0f} spent, {spent - limit:,.0f} over"
     return f"cost budget of {role} (${limit:,.2f}) reached: ${spent:,.2f} spent, ${spent - limit:,.2f} over"
+
+
+def wall_clock_spent(budgets: Budgets, elapsed_sec: float) -> str | None:
+    """`wall-clock budget of 0.01 h reached` once the run's wall time (the loop's clock, counted across
+    resumes) reaches `budgets.wall_clock_hours`; None when it has not, or without that budget."""
+    hours = budgets.wall_clock_hours
+    if hours is None or elapsed_sec < hours * 3600:
+        return None
+    return f"wall-clock budget of {hours} h reached"

@@ -46,6 +46,8 @@ class PhaseContext:
     should_stop: Callable[[], bool] = lambda: False
     executor: Executor | None = None  # None: trials in sandboxes (AsyncioExecutor); `ahe simulate` injects one
     evolve: Callable[..., Awaitable[Manifest]] | None = None  # None: the evolve agent; `ahe simulate` scripts it
+    # the run's wall time so far in seconds, counted across resumes (the loop's clock: budgets.wall_clock_hours)
+    elapsed: Callable[[], float] = lambda: 0.0
 
 
 def rollout_config(ctx: PhaseContext) -> RolloutConfig:

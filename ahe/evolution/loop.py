@@ -43,11 +43,11 @@ from ahe.evolution.phases import (
 )
 from ahe.evolution.bill import budget_ahead, count_trials_spent
 from ahe.evolution.bill_keeper import BillKeeper
-from ahe.evolution.budget_spent import spent_budget
+from ahe.evolution.budget_spent import spent_budget, wall_clock_spent
 from ahe.evolution.holdout import trials_to_come
 from ahe.evolution.faults import maybe_kill_self
 from ahe.evolution.registry import get_policy, get_search
-from ahe.evolution.tree.crossing import mid_round
+from ahe.evolution.tree.crossing import clock_crossed, mid_round
 from ahe.harness.repo import HarnessRepo
 from ahe.io import atomic_write_text
 from ahe.resources import seed_workspace
@@ -126,7 +126,7 @@ class EvolutionLoop:
         return PhaseContext(
             cfg=self.cfg, run=self.run, repo=repo, tasks_dir=search_dir,
             roles=self.roles, console=self.console, should_stop=lambda: self.stop_requested,
-            executor=self.executor, evolve=self.evolve,
+            executor=self.executor, evolve=self.evolve, elapsed=self._elapsed,
         )
 
     # ------------------------------------------------------------------ main
@@ -407,9 +407,10 @@ class EvolutionLoop:
 
     def _budget_exceeded(self, scores: Scores, it: int, phase: str) -> str | None:
         b = self.cfg.budgets
-        if b.wall_clock_hours is not None and self._elapsed() >= b.wall_clock_hours * 3600:
-            return f"wall-clock budget of {b.wall_clock_hours} h reached"
         tail = mid_round(self.run, it) if self.cfg.search == "tree" and phase == "evolve" else ""
+        # a tree round that crossed the wall clock ends the run even if a kill lost some of its time
+        if why := wall_clock_spent(b, self._elapsed()) or (clock_crossed(self.run, it) if tail else None):
+            return why + tail
         if why := spent_budget(b, scores.totals()):
             return why + tail
         if b.max_trials is not None and (n := count_trials_spent(self.run)) >= b.max_trials:

@@ -11,7 +11,8 @@ Per budget of `budgets.max_tokens` / `budgets.max_cost_usd` (a role, or `total`)
   bill's start unit for one session before the first call;
 - kept free: the next round's line rollout and this round's debugger spend again.
 A role outside the budget costs nothing in it; an unpriced role costs no dollars (as the bill says).
-The wall-clock budget is not allocated here (children run side by side); the loop checks it.
+The wall-clock budget is not allocated here (children run side by side): the loop checks it after a
+phase, a round (ahe.evolution.tree.crossing) before each evolve call, evaluation and merge.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def held_out_owed(ctx: "PhaseContext") -> int:
     return trials_to_come(ctx.cfg, split, ctx.run)
 
 
+def round_trials(ctx: "PhaseContext", it: int) -> int:
+    """One evaluation round's trials — a child's, the merge's, a finalist's: iteration `it`'s line
+    rollout (its results.json; scores.json's count when that is missing; 0 before either)."""
+    results = read_model(ctx.run.iteration(it).results_json, RunResults)
+    if results is not None:
+        return results.n_trials
+    cur = ctx.run.load_scores().get(it)
+    return cur.n_trials if cur else 0
+
+
 def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
     """One `Spend` per trial, token or dollar budget of the run (none without budgets)."""
     from ahe.evolution.bill import _measured, count_trials_spent, load_bill
@@ -45,8 +56,7 @@ def spends(ctx: "PhaseContext", it: int) -> list[Spend]:
         return []
     scores = ctx.run.load_scores()
     totals, cur = scores.totals(), scores.get(it)
-    results = read_model(ctx.run.iteration(it).results_json, RunResults)
-    trials = results.n_trials if results is not None else (cur.n_trials if cur else 0)
+    trials = round_trials(ctx, it)
     out: list[Spend] = []
     if b.max_trials is not None:  # a child costs its evaluation round's trials; an evolve call costs none
         keep = trials + (cur.reeval_trials if cur else 0) + held_out_owed(ctx)

@@ -82,15 +82,12 @@ def _round_fits(ctx: "PhaseContext", last: int) -> bool:
     """Does one more evaluation round (the last round's trials) fit in `budgets.max_trials`, with the
     held-out trials still owed kept free?"""
     from ahe.evolution.bill import count_trials_spent
-    from ahe.evolution.tree.budget import held_out_owed
-    from ahe.rollout.models import RunResults
-    from ahe.run_folder import read_model
+    from ahe.evolution.tree.budget import held_out_owed, round_trials
 
     limit = ctx.cfg.budgets.max_trials
     if limit is None:
         return True
-    results = read_model(ctx.run.iteration(last).results_json, RunResults)
-    return count_trials_spent(ctx.run) + (results.n_trials if results else 0) + held_out_owed(ctx) <= limit
+    return count_trials_spent(ctx.run) + round_trials(ctx, last) + held_out_owed(ctx) <= limit
 
 
 def bill_finalists(ctx: "PhaseContext", finalists: list[str], it: int) -> None:
